@@ -1,0 +1,30 @@
+"""judge_engine: an in-process paged-attention inference engine (block-paged KV cache, prefix caching,
+continuous batching with chunked prefill and preemption). Imports torch and transformers lazily, so that
+`import judge_engine` stays cheap until an engine is built.
+
+One thread drives an engine: LLM and LLMEngine are not thread-safe.
+"""
+
+from __future__ import annotations
+
+__all__ = ["LLM", "LLMEngine", "SamplingParams", "RequestOutput", "RequestMetrics", "ScoreError",
+           "EngineConfig"]
+
+_EXPORTS = {
+    "LLM": "judge_engine.llm",
+    "LLMEngine": "judge_engine.engine",
+    "SamplingParams": "judge_engine.sampler",
+    "RequestOutput": "judge_engine.outputs",
+    "RequestMetrics": "judge_engine.outputs",
+    "ScoreError": "judge_engine.outputs",
+    "EngineConfig": "judge_engine.config",
+}
+
+
+def __getattr__(name: str):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'judge_engine' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)

@@ -1,0 +1,50 @@
+"""agent-rubrics: grade AI-agent trajectories against declarative YAML rubrics.
+
+Every public name is imported on first use, so `import rubrics` (and the `rubric` CLI) stays light:
+the judges that need torch or httpx are loaded only when asked for.
+"""
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+_EXPORTS = {
+    "load_rubric": ("rubrics.loading", "load_rubric"),
+    "load_trajectory": ("rubrics.trajectory", "load_trajectory"),
+    "score": ("rubrics.scoring", "score"),
+    "score_many": ("rubrics.scoring", "score_many"),
+    "compile_rubric": ("rubrics.compiler", "compile_rubric"),
+    "Rubric": ("rubrics.model", "Rubric"),
+    "Item": ("rubrics.model", "Item"),
+    "Trajectory": ("rubrics.trajectory", "Trajectory"),
+    "Result": ("rubrics.result", "Result"),
+    "ItemResult": ("rubrics.result", "ItemResult"),
+    "RubricError": ("rubrics.problems", "RubricError"),
+    "Problem": ("rubrics.problems", "Problem"),
+    "Judge": ("rubrics.judges.protocol", "Judge"),
+    "JudgeRequest": ("rubrics.judges.protocol", "JudgeRequest"),
+    "Verdict": ("rubrics.judges.protocol", "Verdict"),
+    "NoJudge": ("rubrics.judges.none", "NoJudge"),
+    "MissingExtraError": ("rubrics.judges.extras", "MissingExtraError"),
+}
+_JUDGES = {"EmbeddedJudge": "embedded", "OpenAIJudge": "openai"}
+
+__all__ = sorted([*_EXPORTS, *_JUDGES])
+
+
+def __getattr__(name: str):
+    import importlib
+
+    if name in _EXPORTS:
+        module, attr = _EXPORTS[name]
+        value = getattr(importlib.import_module(module), attr)
+    elif name in _JUDGES:
+        from rubrics.judges.extras import import_judge_class
+        value = import_judge_class(_JUDGES[name], name)
+    else:
+        raise AttributeError(f"module 'rubrics' has no attribute '{name}'")
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return __all__

@@ -1,0 +1,6 @@
+"""Fails before the fix, passes after it."""
+from invoicekit.credit_notes import credit_line_total
+
+
+def test_fail_to_pass_1():
+    assert credit_line_total(3, 2.345) == 7.04

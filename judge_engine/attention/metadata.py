@@ -1,0 +1,28 @@
+"""Per-step attention metadata shared by the torch path and the Triton kernels."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass
+class AttentionMetadata:
+    """Describes one flat batch of new tokens and where their keys/values live in the paged KV cache.
+
+    A slot is ``block_id * block_size + offset``. The query tokens of sequence ``b`` are
+    ``cu_seqlens_q[b]:cu_seqlens_q[b + 1]`` of the flat batch; they are the last tokens of its context.
+    """
+
+    slot_mapping: torch.Tensor  # int64 [T]: cache slot of each new token; -1 = padding, never written
+    cu_seqlens_q: torch.Tensor  # int32 [B+1]: offsets of each sequence's query tokens in the flat batch
+    context_lens: torch.Tensor  # int32 [B]: keys per sequence after this step = cached prefix + new tokens
+    block_tables: torch.Tensor  # int32 [B, max_blocks], -1 padded
+    max_seqlen_q: int
+    max_context_len: int
+    is_decode: bool  # every sequence has exactly one query token
+
+    @property
+    def num_seqs(self) -> int:
+        return int(self.context_lens.shape[0])

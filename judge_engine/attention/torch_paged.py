@@ -1,0 +1,123 @@
+"""Reference paged attention in plain torch (the CPU path, and the oracle for the Triton kernels).
+
+Batch invariance matters more than speed here: the engine promises that a sequence's output does not
+depend on what else is in the batch. Prefill therefore runs one SDPA call per sequence, and decode runs
+the same computation for all sequences at once on keys padded with masked slots; masked keys add an exact
+zero to the softmax, so both paths agree with the per-sequence result.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from judge_engine.attention.metadata import AttentionMetadata
+
+
+def store_kv(
+    k: torch.Tensor,
+    v: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    slot_mapping: torch.Tensor,
+) -> None:
+    """Write new keys/values ``[T, Hkv, D]`` into the caches ``[num_blocks, block_size, Hkv, D]``; slot -1 is skipped."""
+    keep = slot_mapping >= 0
+    slots = slot_mapping
+    if not bool(keep.all()):
+        slots = slot_mapping[keep]
+        k, v = k[keep], v[keep]
+    k_cache.view(-1, *k_cache.shape[2:]).index_copy_(0, slots, k.to(k_cache.dtype))
+    v_cache.view(-1, *v_cache.shape[2:]).index_copy_(0, slots, v.to(v_cache.dtype))
+
+
+def paged_attention(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    meta: AttentionMetadata,
+    scale: float,
+) -> torch.Tensor:
+    """Causal attention of ``q [T, Hq, D]`` over each sequence's cached keys; returns ``[T, Hq, D]``.
+
+    Query ``i`` of a sequence with ``n`` queries and ``L`` context keys sits at position ``L - n + i``
+    (causal mask aligned bottom-right), so a cached prefix is attended in full.
+    """
+    if meta.is_decode:
+        return _decode(q, k_cache, v_cache, meta, scale)
+    return _prefill(q, k_cache, v_cache, meta, scale)
+
+
+def _gather(cache: torch.Tensor, block_table: torch.Tensor, length: int) -> torch.Tensor:
+    """Keys or values of one sequence, ``[length, Hkv, D]``, read through its block table."""
+    block_size = cache.shape[1]
+    num_blocks = -(-length // block_size)
+    blocks = block_table[:num_blocks].long()
+    return cache.index_select(0, blocks).flatten(0, 1)[:length]
+
+
+def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor, scale: float) -> torch.Tensor:
+    """SDPA over ``q [B, Lq, Hq, D]``, ``k/v [B, Lk, Hkv, D]`` and a boolean ``mask [B, Lq, Lk]``.
+
+    GQA folds the ``g = Hq / Hkv`` query heads that share one KV head into the query axis, so K/V are
+    never repeated in memory. Returns ``[B, Lq, Hq, D]``.
+    """
+    batch, q_len, num_q_heads, head_dim = q.shape
+    num_kv_heads = k.shape[2]
+    group = num_q_heads // num_kv_heads
+    # [B, Lq, Hkv, g, D] -> [B, Hkv, g*Lq, D]: rows ordered (g, Lq)
+    q = q.view(batch, q_len, num_kv_heads, group, head_dim).permute(0, 2, 3, 1, 4)
+    q = q.reshape(batch, num_kv_heads, group * q_len, head_dim)
+    k = k.transpose(1, 2)
+    v = v.transpose(1, 2)
+    mask = mask.repeat(1, group, 1).unsqueeze(1)  # [B, 1, g*Lq, Lk], rows ordered (g, Lq) like q
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
+    out = out.view(batch, num_kv_heads, group, q_len, head_dim).permute(0, 3, 1, 2, 4)
+    return out.reshape(batch, q_len, num_q_heads, head_dim)
+
+
+def _attend_causal(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
+    """A prompt without cached prefix: SDPA's own causal mask skips the masked half of the work."""
+    out = F.scaled_dot_product_attention(
+        q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1), is_causal=True, scale=scale, enable_gqa=True
+    )
+    return out.transpose(0, 1)
+
+
+def _prefill(q, k_cache, v_cache, meta: AttentionMetadata, scale: float) -> torch.Tensor:
+    out = torch.zeros_like(q)  # rows past the last sequence are padding
+    starts = meta.cu_seqlens_q.tolist()
+    context_lens = meta.context_lens.tolist()
+    for b, context_len in enumerate(context_lens):
+        start, end = starts[b], starts[b + 1]
+        q_len = end - start
+        if q_len == 0:
+            continue
+        k = _gather(k_cache, meta.block_tables[b], context_len)
+        v = _gather(v_cache, meta.block_tables[b], context_len)
+        if q_len == context_len:
+            out[start:end] = _attend_causal(q[start:end], k, v, scale)
+            continue
+        query_pos = torch.arange(context_len - q_len, context_len, device=q.device)
+        key_pos = torch.arange(context_len, device=q.device)
+        mask = (key_pos[None, :] <= query_pos[:, None]).unsqueeze(0)
+        out[start:end] = _attend(q[start:end].unsqueeze(0), k.unsqueeze(0), v.unsqueeze(0), mask, scale)[0]
+    return out
+
+
+def _decode(q, k_cache, v_cache, meta: AttentionMetadata, scale: float) -> torch.Tensor:
+    """One query per sequence: gather every sequence's keys into one padded batch, then one SDPA call."""
+    batch = meta.context_lens.shape[0]
+    block_size = k_cache.shape[1]
+    max_len = meta.max_context_len
+    num_blocks = -(-max_len // block_size)
+    # -1 entries point past the end of short sequences; any valid block will do since the mask hides it.
+    tables = meta.block_tables[:, :num_blocks].long().clamp(min=0)
+    k = k_cache[tables].flatten(1, 2)[:, :max_len]  # [B, maxlen, Hkv, D]
+    v = v_cache[tables].flatten(1, 2)[:, :max_len]
+    key_pos = torch.arange(max_len, device=q.device)
+    mask = (key_pos[None, :] < meta.context_lens[:, None].to(key_pos.device)).unsqueeze(1)  # [B, 1, maxlen]
+    out = _attend(q[:batch].unsqueeze(1), k, v, mask, scale).squeeze(1)
+    if q.shape[0] == batch:
+        return out
+    return torch.cat([out, q.new_zeros(q.shape[0] - batch, *q.shape[1:])])  # padding rows

@@ -1,0 +1,198 @@
+"""The KV cache's block pool: allocation, refcounts, and the prefix cache over full blocks.
+
+A full block is registered under a hash chained over its parent's hash and its own token ids as soon as the
+step that fills it is scheduled, so that a request arriving later finds it. A hash is only an index: a hit is
+verified against the block's stored token ids and its parent block (id and generation), so a collision can
+never hand a sequence another prefix's keys and values. Freed blocks that carry a hash stay in an LRU queue
+and are reused by later requests with the same prefix until allocation needs them back.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+
+
+def block_hash(parent_hash: int | None, token_ids: tuple[int, ...]) -> int:
+    """Chained hash of a full block (tests monkeypatch it to force collisions)."""
+    return hash((parent_hash, token_ids))
+
+
+@dataclass(eq=False)
+class Block:
+    block_id: int
+    ref_count: int = 0
+    hash: int | None = None
+    token_ids: tuple[int, ...] = ()
+    parent: tuple[int, int] | None = None  # (block_id, generation) of the previous block of its sequence
+    generation: int = 0                     # bumped each time the block is handed out for new content
+    computed: bool = False                  # its keys/values are in the cache (the step that fills it has run)
+
+
+@dataclass
+class PrefixMatch:
+    block_ids: list[int]
+    hashes: list[int]
+    pending: bool  # the next block is registered but its step has not run yet: worth waiting a step for
+
+
+class NoFreeBlocks(RuntimeError):
+    """Raised by allocate() when the pool cannot satisfy the request (callers check can_allocate first)."""
+
+
+class BlockManager:
+    def __init__(self, num_blocks: int, block_size: int, enable_prefix_caching: bool = True) -> None:
+        self.num_blocks = num_blocks
+        self.block_size = block_size
+        self.enable_prefix_caching = enable_prefix_caching
+        self.blocks = [Block(i) for i in range(num_blocks)]
+        self._free_plain: list[int] = list(range(num_blocks - 1, -1, -1))  # no hash: reused first
+        self._evictable: OrderedDict[int, None] = OrderedDict()            # refcount 0, hashed: LRU order
+        self._by_hash: dict[int, int] = {}
+        self.num_used = 0  # blocks with refcount > 0
+
+    # -- pool -----------------------------------------------------------------------------------------
+    @property
+    def num_free_blocks(self) -> int:
+        return len(self._free_plain) + len(self._evictable)
+
+    def can_allocate(self, n: int) -> bool:
+        return n <= self.num_free_blocks
+
+    def allocate(self, n: int) -> list[int]:
+        if n > self.num_free_blocks:
+            raise NoFreeBlocks(f"need {n} blocks, {self.num_free_blocks} free")
+        return [self._take_free_block() for _ in range(n)]
+
+    def _take_free_block(self) -> int:
+        if self._free_plain:
+            block_id = self._free_plain.pop()
+        else:
+            block_id, _ = self._evictable.popitem(last=False)
+            self._forget_hash(self.blocks[block_id])
+        block = self.blocks[block_id]
+        block.ref_count = 1
+        block.generation += 1
+        block.token_ids = ()
+        block.parent = None
+        block.computed = False
+        self.num_used += 1
+        return block_id
+
+    def free(self, block_table: list[int]) -> None:
+        """Drop one reference to each block; the tail is queued first so that shared heads live longest."""
+        for block_id in reversed(block_table):
+            block = self.blocks[block_id]
+            if block.ref_count <= 0:
+                raise AssertionError(f"block {block_id} freed with ref_count {block.ref_count}")
+            block.ref_count -= 1
+            if block.ref_count == 0:
+                self.num_used -= 1
+                if block.hash is not None and block.computed:
+                    self._evictable[block_id] = None
+                else:
+                    # never computed (aborted or preempted before its step ran): its content is not in the cache
+                    self._forget_hash(block)
+                    self._free_plain.append(block_id)
+
+    def _forget_hash(self, block: Block) -> None:
+        if block.hash is not None and self._by_hash.get(block.hash) == block.block_id:
+            del self._by_hash[block.hash]
+        block.hash = None
+
+    # -- prefix cache ----------------------------------------------------------------------------------
+    def match_prefix(self, token_ids: list[int], max_tokens: int) -> PrefixMatch:
+        """The longest chain of cached computed full blocks covering token_ids[:max_tokens] (nothing is
+        acquired yet)."""
+        match = PrefixMatch([], [], pending=False)
+        if not self.enable_prefix_caching:
+            return match
+        bs = self.block_size
+        parent_hash: int | None = None
+        parent_ref: tuple[int, int] | None = None
+        for index in range(max_tokens // bs):
+            tokens = tuple(token_ids[index * bs:(index + 1) * bs])
+            h = block_hash(parent_hash, tokens)
+            block_id = self._by_hash.get(h)
+            if block_id is None:
+                break
+            block = self.blocks[block_id]
+            if block.token_ids != tokens or block.parent != parent_ref:
+                break  # hash collision: a different prefix lives under this hash
+            if not block.computed:
+                match.pending = True
+                break
+            match.block_ids.append(block_id)
+            match.hashes.append(h)
+            parent_hash, parent_ref = h, (block_id, block.generation)
+        return match
+
+    def acquire(self, block_ids: list[int]) -> None:
+        for block_id in block_ids:
+            block = self.blocks[block_id]
+            if block.ref_count == 0:
+                del self._evictable[block_id]
+                self.num_used += 1
+            block.ref_count += 1
+
+    def register_full_block(self, block_table: list[int], block_hashes: list[int], index: int,
+                            token_ids: list[int]) -> None:
+        """Record block `index` of a sequence (now full, its step scheduled) in the prefix cache; appends its
+        hash to block_hashes so the chain continues from it."""
+        bs = self.block_size
+        tokens = tuple(token_ids[index * bs:(index + 1) * bs])
+        parent_hash = block_hashes[index - 1] if index > 0 else None
+        h = block_hash(parent_hash, tokens)
+        block_hashes.append(h)
+        if not self.enable_prefix_caching:
+            return
+        block = self.blocks[block_table[index]]
+        if block.hash is not None:
+            return  # matched from the cache: already registered
+        block.token_ids = tokens
+        if index > 0:
+            parent = self.blocks[block_table[index - 1]]
+            block.parent = (parent.block_id, parent.generation)
+            if parent.hash != parent_hash:
+                return  # the parent is a private duplicate: nobody could match through it
+        if h not in self._by_hash:  # a duplicate or colliding block stays private to its sequence
+            block.hash = h
+            self._by_hash[h] = block.block_id
+
+    def mark_computed(self, block_ids) -> None:
+        for block_id in block_ids:
+            self.blocks[block_id].computed = True
+
+    def reset_prefix_cache(self) -> None:
+        """Forget every evictable cached block (blocks in use keep their hashes)."""
+        while self._evictable:
+            block_id, _ = self._evictable.popitem(last=False)
+            self._forget_hash(self.blocks[block_id])
+            self._free_plain.append(block_id)
+
+    # -- checks ----------------------------------------------------------------------------------------
+    def check_invariants(self, block_tables: list[list[int]] | None = None) -> None:
+        """Raise AssertionError if the pool's bookkeeping is inconsistent (used by tests)."""
+        free_plain = set(self._free_plain)
+        evictable = set(self._evictable)
+        assert len(free_plain) == len(self._free_plain), "a block is twice in the free list"
+        assert not (free_plain & evictable), "a block is both plain-free and evictable"
+        for block in self.blocks:
+            assert block.ref_count >= 0, f"block {block.block_id} has ref_count {block.ref_count}"
+            is_free = block.block_id in free_plain or block.block_id in evictable
+            assert is_free == (block.ref_count == 0), f"block {block.block_id} free={is_free} rc={block.ref_count}"
+            if block.block_id in evictable:
+                assert block.hash is not None and block.computed, f"evictable block {block.block_id} has no content"
+            if block.block_id in free_plain:
+                assert block.hash is None, f"plain-free block {block.block_id} still indexed"
+        for h, block_id in self._by_hash.items():
+            assert self.blocks[block_id].hash == h, f"hash index points at block {block_id} with another hash"
+        assert self.num_used == sum(b.ref_count > 0 for b in self.blocks)
+        if block_tables is not None:
+            counts: dict[int, int] = {}
+            for table in block_tables:
+                for block_id in table:
+                    counts[block_id] = counts.get(block_id, 0) + 1
+            for block in self.blocks:
+                assert counts.get(block.block_id, 0) == block.ref_count, (
+                    f"block {block.block_id}: ref_count {block.ref_count}, in {counts.get(block.block_id, 0)} tables")

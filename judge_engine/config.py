@@ -1,0 +1,72 @@
+"""Engine options, validated once so that a bad value fails at start-up with the field's name."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+# On CPU there is no free-memory reading to size the cache from; 512 MiB holds ~11k tokens of the embedded
+# 135M model in float32, enough for a judging batch of dozens of long shared-prefix prompts.
+DEFAULT_CPU_KV_CACHE_BYTES = 512 * 1024 * 1024
+
+SUPPORTED_DTYPES = ("float32", "bfloat16")
+
+
+class EngineConfigError(ValueError):
+    """An engine option has an invalid value; the message names the option."""
+
+
+@dataclass
+class EngineConfig:
+    model: str | Path | None = None
+    dtype: str = "float32"
+    device: str = "cpu"
+    block_size: int = 16
+    max_num_seqs: int = 256
+    max_num_batched_tokens: int = 2048
+    kv_cache_bytes: int | None = None  # CPU budget; on CUDA, None means "size from gpu_memory_utilization"
+    enable_prefix_caching: bool = True
+    attention_backend: str | None = None
+    gpu_memory_utilization: float = 0.9
+    max_model_len: int | None = None  # None: the model's max_position_embeddings
+
+    def __post_init__(self) -> None:
+        self.dtype = _normalise_dtype(self.dtype)
+        if not (self.device == "cpu" or self.device.startswith("cuda")):
+            raise EngineConfigError(f"device: expected 'cpu' or 'cuda[:N]', got {self.device!r}")
+        _require_positive_int("block_size", self.block_size)
+        _require_positive_int("max_num_seqs", self.max_num_seqs)
+        _require_positive_int("max_num_batched_tokens", self.max_num_batched_tokens)
+        if self.kv_cache_bytes is not None:
+            _require_positive_int("kv_cache_bytes", self.kv_cache_bytes)
+        if self.max_model_len is not None:
+            _require_positive_int("max_model_len", self.max_model_len)
+        if not isinstance(self.enable_prefix_caching, bool):
+            raise EngineConfigError(
+                f"enable_prefix_caching: expected a bool, got {self.enable_prefix_caching!r}")
+        if self.attention_backend not in (None, "torch", "triton"):
+            raise EngineConfigError(
+                f"attention_backend: expected None, 'torch' or 'triton', got {self.attention_backend!r}")
+        util = self.gpu_memory_utilization
+        if isinstance(util, bool) or not isinstance(util, (int, float)) or not 0.0 < util <= 1.0:
+            raise EngineConfigError(f"gpu_memory_utilization: expected a number in (0, 1], got {util!r}")
+
+    @property
+    def torch_dtype(self):
+        import torch
+
+        return {"float32": torch.float32, "bfloat16": torch.bfloat16}[self.dtype]
+
+
+def _normalise_dtype(dtype) -> str:
+    text = str(dtype).removeprefix("torch.")
+    aliases = {"float": "float32", "fp32": "float32", "bf16": "bfloat16"}
+    text = aliases.get(text, text)
+    if text not in SUPPORTED_DTYPES:
+        raise EngineConfigError(f"dtype: expected one of {SUPPORTED_DTYPES}, got {dtype!r}")
+    return text
+
+
+def _require_positive_int(name: str, value) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise EngineConfigError(f"{name}: expected a positive integer, got {value!r}")

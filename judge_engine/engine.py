@@ -1,0 +1,319 @@
+"""LLMEngine: the step-level API (add_request, step, abort_request) over scheduler, model runner and sampler.
+
+Thread-safety: none. One thread drives an engine (add_request, step, abort_request, stats); a server runs the
+step loop in one dedicated thread and hands requests and aborts to it through a queue.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import torch
+
+from judge_engine.block_manager import BlockManager
+from judge_engine.config import EngineConfig
+from judge_engine.detokenizer import IncrementalDetokenizer
+from judge_engine.kv_cache import allocate_kv_cache, cpu_num_blocks, cuda_num_blocks
+from judge_engine.model_runner import ModelRunner
+from judge_engine.outputs import RequestMetrics, RequestOutput
+from judge_engine.sampler import SamplingParams, make_generator, sample, top_logprobs
+from judge_engine.scheduler import Scheduler, ScheduledSequence, SchedulerOutput
+from judge_engine.sequence import Sequence, SequenceStatus
+from judge_engine.stats import EngineStats
+
+
+@dataclass(eq=False)
+class _Request:
+    seq: Sequence
+    prompt: str | None
+    stream: bool
+    detokenizer: IncrementalDetokenizer | None  # per-step text, only when stop strings or streaming need it
+    reported_tokens: int = 0
+    reported_text: int = 0
+
+
+class LLMEngine:
+    def __init__(self, config: EngineConfig) -> None:
+        from judge_engine.models.loader import load_model
+        from judge_engine.tokenizer import load_tokenizer
+        from judge_engine.weights import resolve_model_path
+
+        self.config = config
+        self.device = torch.device(config.device)
+        self.model_path = resolve_model_path(config.model)
+        self.model, self.spec = load_model(self.model_path, config.torch_dtype, self.device,
+                                           **_backend_option(config))
+        self.tokenizer = load_tokenizer(self.model_path)
+        self.max_model_len = min(config.max_model_len or self.spec.max_position_embeddings,
+                                 self.spec.max_position_embeddings)
+        num_blocks = self._size_kv_cache()
+        self.kv_storage, kv_caches = allocate_kv_cache(self.spec, num_blocks, config.block_size,
+                                                       config.torch_dtype, self.device)
+        self.block_manager = BlockManager(num_blocks, config.block_size, config.enable_prefix_caching)
+        self.stats_counters = EngineStats(kv_blocks_total=num_blocks, block_size=config.block_size)
+        self.scheduler = Scheduler(self.block_manager, config.max_num_seqs, config.max_num_batched_tokens,
+                                   self.stats_counters)
+        self.runner = ModelRunner(self.model, kv_caches, config.block_size, self.device)
+        eos = set(self.spec.eos_token_ids)
+        if self.tokenizer.eos_token_id is not None:
+            eos.add(self.tokenizer.eos_token_id)
+        self.eos_token_ids = frozenset(eos)
+        # a sequence may never outgrow the whole cache, or preempting everyone else would not make it fit
+        self.max_seq_len = min(self.max_model_len, num_blocks * config.block_size)
+        self._requests: dict[str, _Request] = {}
+        self._ready: list[RequestOutput] = []  # rejected requests, reported by the next step()
+
+    def _size_kv_cache(self) -> int:
+        if self.device.type != "cuda":
+            return cpu_num_blocks(self.config, self.spec)
+        return cuda_num_blocks(self.config, self.spec, self._warm_up)
+
+    def _warm_up(self) -> None:
+        """One prefill of max_num_batched_tokens into a throw-away cache, to measure peak activations."""
+        bs = self.config.block_size
+        tokens = min(self.config.max_num_batched_tokens, self.max_model_len)
+        blocks = -(-tokens // bs)
+        _, caches = allocate_kv_cache(self.spec, blocks, bs, self.config.torch_dtype, self.device)
+        seq = Sequence("warm-up", [0] * tokens, SamplingParams(max_tokens=1))
+        seq.block_table = list(range(blocks))
+        ModelRunner(self.model, caches, bs, self.device).execute([ScheduledSequence(seq, 0, tokens)])
+
+    # -- requests -------------------------------------------------------------------------------------
+    def encode(self, prompt: str | list[int]) -> list[int]:
+        """Token ids of a prompt: strings go through the tokenizer with special tokens parsed (a chat template's
+        output); the tokenizer's own BOS is added unless the text already starts with it."""
+        if not isinstance(prompt, str):
+            return [int(t) for t in prompt]
+        bos = getattr(self.tokenizer, "bos_token", None)
+        add_special = not (bos and prompt.startswith(bos))
+        return list(self.tokenizer(prompt, add_special_tokens=add_special)["input_ids"])
+
+    def add_request(self, request_id: str, prompt: str | list[int], params: SamplingParams | None = None,
+                    *, stream: bool = True, logprobs_from: int | None = None) -> None:
+        """Queue a request. A prompt that cannot run (empty, longer than the context or the whole KV cache)
+        is not an exception: its error output comes back from the next step(). With stream=True, step()
+        also returns an unfinished output each time the request gains tokens."""
+        if request_id in self._requests:
+            raise ValueError(f"request_id {request_id!r} is already in the engine")
+        params = params or SamplingParams()
+        token_ids = self.encode(prompt)
+        if params.prompt_logprobs is not None:
+            logprobs_from = 1
+        seq = Sequence(request_id, token_ids, params, logprobs_from=logprobs_from,
+                       generator=make_generator(params, torch.device("cpu")))
+        text_prompt = prompt if isinstance(prompt, str) else None
+        error = self._reject_reason(seq)
+        if error is not None:
+            seq.status, seq.finish_reason, seq.error = SequenceStatus.FINISHED, "error", error
+            seq.finished_time = time.perf_counter()
+            self.stats_counters.failed_requests += 1
+            self._ready.append(self._output(_Request(seq, text_prompt, stream, None)))
+            return
+        needs_text = stream or bool(params.stop_strings)
+        detok = IncrementalDetokenizer.for_prompt(self.tokenizer, seq.token_ids) if needs_text else None
+        self._requests[request_id] = _Request(seq, text_prompt, stream, detok)
+        self.stats_counters.requests += 1
+        self.stats_counters.prompt_tokens += seq.num_prompt_tokens
+        self.scheduler.add(seq)
+
+    def _reject_reason(self, seq: Sequence) -> str | None:
+        n = seq.num_prompt_tokens
+        if n == 0:
+            return "empty prompt: nothing to condition on"
+        if n > self.max_model_len:
+            return f"prompt has {n} tokens, more than the model's context of {self.max_model_len}"
+        if n > self.max_seq_len:
+            return (f"prompt has {n} tokens, more than the whole KV cache holds "
+                    f"({self.block_manager.num_blocks} blocks of {self.config.block_size})")
+        if seq.logprobs_from is not None and not 1 <= seq.logprobs_from <= n:
+            return f"log-probabilities asked from token {seq.logprobs_from} of a {n}-token prompt"
+        if max(seq.token_ids) >= self.spec.vocab_size or min(seq.token_ids) < 0:
+            return f"prompt has token ids outside the vocabulary (size {self.spec.vocab_size})"
+        return None
+
+    def abort_request(self, request_id: str) -> None:
+        """Stop a request and free its blocks; unknown or finished ids are ignored (it may have just ended)."""
+        request = self._requests.pop(request_id, None)
+        if request is None:
+            return
+        self.scheduler.finish(request.seq)
+        request.seq.finish_reason = "abort"
+        request.seq.finished_time = time.perf_counter()
+        self.stats_counters.aborted_requests += 1
+
+    def has_unfinished_requests(self) -> bool:
+        return bool(self._requests or self._ready)
+
+    has_unfinished = has_unfinished_requests
+
+    def stats(self) -> dict:
+        self.stats_counters.model_time_s = self.runner.model_time_s
+        return self.stats_counters.as_dict()
+
+    # -- one step -------------------------------------------------------------------------------------
+    def step(self) -> list[RequestOutput]:
+        """Run one scheduled batch; return the outputs of requests that finished (and, for streamed
+        requests, of those that gained tokens)."""
+        outputs, self._ready = self._ready, []
+        out = self.scheduler.schedule()
+        if not out.scheduled:
+            if self.scheduler.has_unfinished():
+                raise RuntimeError("scheduler made no progress with requests waiting (engine bug)")
+            return outputs
+        logits, row_positions = self.runner.execute(out.scheduled)
+        self.scheduler.step_done(out)
+        self.stats_counters.steps += 1
+        self.stats_counters.batched_tokens += out.num_batched_tokens
+        self.stats_counters.logits_rows += logits.shape[0]
+        self._apply_logits(out, logits, row_positions)
+        for item in out.scheduled:
+            request = self._requests.get(item.seq.request_id)
+            if request is None:
+                continue
+            if request.seq.is_finished:
+                del self._requests[item.seq.request_id]
+                outputs.append(self._output(request))
+            elif request.stream and request.seq.num_output_tokens > request.reported_tokens:
+                outputs.append(self._output(request))
+        return outputs
+
+    def _apply_logits(self, out: SchedulerOutput, logits: torch.Tensor, row_positions: list[list[int]]) -> None:
+        sample_rows: list[int] = []
+        sample_seqs: list[Sequence] = []
+        row = 0
+        for item, positions in zip(out.scheduled, row_positions):
+            seq = item.seq
+            rows = logits[row:row + len(positions)]
+            if seq.params.return_logits:
+                for position, logits_row in zip(positions, rows):
+                    seq.logits_rows[position] = logits_row.clone()  # a recompute overwrites, never duplicates
+            prompt_positions = [p for p in positions if p < seq.num_prompt_tokens - 1]
+            if prompt_positions:
+                self._record_prompt_logprobs(seq, prompt_positions, rows[:len(prompt_positions)])
+            if item.end == seq.num_tokens and seq.wants_next_token:
+                sample_rows.append(row + len(positions) - 1)
+                sample_seqs.append(seq)
+            elif item.end == seq.num_tokens:
+                self._finish(seq, "length")  # the prompt was all it asked for (max_tokens=0)
+            row += len(positions)
+        if sample_seqs:
+            self._sample_and_append(logits[sample_rows], sample_seqs)
+
+    def _record_prompt_logprobs(self, seq: Sequence, positions: list[int], rows: torch.Tensor) -> None:
+        logprobs = torch.log_softmax(rows, dim=-1)
+        targets = torch.tensor([seq.token_ids[p + 1] for p in positions])
+        chosen = logprobs.gather(1, targets[:, None])[:, 0].tolist()
+        top_n = seq.params.prompt_logprobs
+        for i, (p, value) in enumerate(zip(positions, chosen)):
+            seq.prompt_token_logprobs[p + 1] = value
+            if top_n is not None:
+                seq.prompt_top_logprobs[p + 1] = top_logprobs(logprobs[i], seq.token_ids[p + 1], top_n)
+
+    def _sample_and_append(self, logits: torch.Tensor, seqs: list[Sequence]) -> None:
+        tokens = sample(logits, [s.params for s in seqs], [s.generator for s in seqs])
+        now = time.perf_counter()
+        want_logprobs = [i for i, s in enumerate(seqs) if s.params.logprobs is not None]
+        if want_logprobs:
+            logprobs = torch.log_softmax(logits[want_logprobs], dim=-1)
+            for row, i in enumerate(want_logprobs):
+                seqs[i].output_logprobs.append(top_logprobs(logprobs[row], tokens[i], seqs[i].params.logprobs))
+        for seq, token in zip(seqs, tokens):
+            seq.token_ids.append(token)
+            if seq.first_token_time is None:
+                seq.first_token_time = now
+            self.stats_counters.generated_tokens += 1
+            self._check_stop(seq, token)
+
+    def _check_stop(self, seq: Sequence, token: int) -> None:
+        params = seq.params
+        request = self._requests[seq.request_id]
+        if (token in self.eos_token_ids and not params.ignore_eos) or token in (params.stop_token_ids or ()):
+            self._finish(seq, "stop")
+            return
+        if request.detokenizer is not None:
+            previous_len = len(request.detokenizer.text)
+            request.detokenizer.step()
+            if params.stop_strings and self._cut_at_stop_string(request, previous_len):
+                self._finish(seq, "stop")
+                return
+        if seq.num_output_tokens >= params.max_tokens or seq.num_tokens >= self.max_seq_len:
+            self._finish(seq, "length")
+
+    @staticmethod
+    def _cut_at_stop_string(request: _Request, previous_len: int) -> bool:
+        detok, params = request.detokenizer, request.seq.params
+        longest = max(len(s) for s in params.stop_strings)
+        search_from = max(previous_len - longest + 1, 0)
+        hits = [(detok.text.find(s, search_from), s) for s in params.stop_strings]
+        hits = [(index, s) for index, s in hits if index >= 0]
+        if not hits:
+            return False
+        index, stop = min(hits)
+        request.seq.stop_text_len = index + len(stop) if params.include_stop_str_in_output else index
+        return True
+
+    def _finish(self, seq: Sequence, reason: str) -> None:
+        seq.finish_reason = reason
+        seq.finished_time = time.perf_counter()
+        self.scheduler.finish(seq)
+        self.stats_counters.finished_requests += 1
+
+    # -- outputs --------------------------------------------------------------------------------------
+    def _output(self, request: _Request) -> RequestOutput:
+        seq = request.seq
+        text = self._text(request)
+        new_tokens = seq.output_token_ids[request.reported_tokens:]
+        new_text = text[request.reported_text:]
+        request.reported_tokens = seq.num_output_tokens
+        request.reported_text = len(text)
+        return RequestOutput(
+            request_id=seq.request_id,
+            prompt=request.prompt,
+            prompt_token_ids=seq.token_ids[:seq.num_prompt_tokens],
+            text=text,
+            token_ids=list(seq.output_token_ids),
+            finished=seq.is_finished,
+            finish_reason=seq.finish_reason,
+            new_token_ids=new_tokens,
+            new_text=new_text,
+            logprobs=list(seq.output_logprobs) if seq.params.logprobs is not None else None,
+            prompt_logprobs=self._prompt_logprobs(seq),
+            logits=(torch.stack([seq.logits_rows[p] for p in sorted(seq.logits_rows)])
+                    if seq.logits_rows else None),
+            logits_positions=sorted(seq.logits_rows) if seq.params.return_logits else None,
+            error=seq.error,
+            metrics=RequestMetrics(seq.arrival_time, seq.first_token_time, seq.finished_time,
+                                   seq.num_output_tokens, seq.num_cached_tokens, seq.num_preemptions),
+        )
+
+    def _text(self, request: _Request) -> str:
+        seq = request.seq
+        if request.detokenizer is None:
+            if not seq.is_finished or not seq.num_output_tokens:
+                return ""
+            return self.tokenizer.decode(seq.output_token_ids, skip_special_tokens=True)
+        text = request.detokenizer.text
+        if seq.is_finished and seq.stop_text_len is None:
+            request.detokenizer.flush()
+            text = request.detokenizer.text
+        if seq.stop_text_len is not None:
+            return text[:seq.stop_text_len]
+        if not seq.is_finished and seq.params.stop_strings:
+            # hold back what could be the start of a stop string completed by the next token
+            hold = max(len(s) for s in seq.params.stop_strings) - 1
+            return text[:max(len(text) - hold, request.reported_text)]
+        return text
+
+    @staticmethod
+    def _prompt_logprobs(seq: Sequence) -> list[dict[int, float] | None] | None:
+        if seq.logprobs_from is None:
+            return None
+        result: list[dict[int, float] | None] = [None] * seq.num_prompt_tokens
+        for position, value in seq.prompt_token_logprobs.items():
+            result[position] = seq.prompt_top_logprobs.get(position) or {seq.token_ids[position]: value}
+        return result
+
+
+def _backend_option(config: EngineConfig) -> dict:
+    return {} if config.attention_backend is None else {"attention_backend": config.attention_backend}

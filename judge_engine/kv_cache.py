@@ -1,0 +1,59 @@
+"""Sizing and the single start-up allocation of the paged KV cache (never resized afterwards)."""
+
+from __future__ import annotations
+
+import torch
+
+from judge_engine.config import DEFAULT_CPU_KV_CACHE_BYTES, EngineConfig
+
+
+class KVCacheTooSmall(RuntimeError):
+    """The memory budget does not hold even one block."""
+
+
+def bytes_per_block(spec, block_size: int, dtype: torch.dtype) -> int:
+    element = torch.empty((), dtype=dtype).element_size()
+    return 2 * spec.num_layers * block_size * spec.num_kv_heads * spec.head_dim * element
+
+
+def cpu_num_blocks(config: EngineConfig, spec) -> int:
+    budget = config.kv_cache_bytes or DEFAULT_CPU_KV_CACHE_BYTES
+    return _blocks_in(budget, spec, config)
+
+
+def cuda_num_blocks(config: EngineConfig, spec, warm_up) -> int:
+    """Blocks that fit in gpu_memory_utilization of the device once the weights are loaded and a warm-up
+    step of max_num_batched_tokens has shown the peak activation memory (kv_cache_bytes overrides)."""
+    if config.kv_cache_bytes is not None:
+        return _blocks_in(config.kv_cache_bytes, spec, config)
+    device = torch.device(config.device)
+    torch.cuda.synchronize(device)
+    torch.cuda.empty_cache()
+    torch.cuda.reset_peak_memory_stats(device)
+    before = torch.cuda.memory_allocated(device)
+    warm_up()
+    torch.cuda.synchronize(device)
+    activation_peak = torch.cuda.max_memory_allocated(device) - before
+    torch.cuda.empty_cache()
+    free, total = torch.cuda.mem_get_info(device)
+    budget = int(total * config.gpu_memory_utilization) - (total - free) - activation_peak
+    return _blocks_in(budget, spec, config)
+
+
+def _blocks_in(budget: int, spec, config: EngineConfig) -> int:
+    per_block = bytes_per_block(spec, config.block_size, config.torch_dtype)
+    num_blocks = budget // per_block if budget > 0 else 0
+    if num_blocks < 1:
+        raise KVCacheTooSmall(
+            f"kv_cache_bytes: {budget} bytes hold no KV block of {per_block} bytes "
+            f"(block_size={config.block_size}, {spec.num_layers} layers)")
+    return int(num_blocks)
+
+
+def allocate_kv_cache(spec, num_blocks: int, block_size: int, dtype: torch.dtype,
+                      device: torch.device) -> tuple[torch.Tensor, list[tuple[torch.Tensor, torch.Tensor]]]:
+    """One tensor [2, layers, blocks, block_size, kv_heads, head_dim] and each layer's (K, V) views of it.
+    Zeroed so that never-written slots hold finite values (they are masked, but NaN * 0 is NaN)."""
+    storage = torch.zeros((2, spec.num_layers, num_blocks, block_size, spec.num_kv_heads, spec.head_dim),
+                          dtype=dtype, device=device)
+    return storage, [(storage[0, layer], storage[1, layer]) for layer in range(spec.num_layers)]

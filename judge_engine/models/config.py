@@ -1,0 +1,151 @@
+"""The subset of an HF config.json that the Llama-family model needs, validated with clear errors."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+SUPPORTED_ARCHITECTURES = ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM")
+SUPPORTED_ROPE_TYPES = ("default", "linear", "llama3")
+
+
+class ModelConfigError(ValueError):
+    """config.json describes a model this engine cannot run (or is malformed)."""
+
+
+@dataclass(frozen=True)
+class LlamaFamilyConfig:
+    architecture: str
+    vocab_size: int
+    hidden_size: int
+    intermediate_size: int
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    rms_norm_eps: float
+    rope_theta: float
+    rope_scaling: dict[str, Any] | None  # None for plain RoPE
+    tie_word_embeddings: bool
+    qkv_bias: bool
+    o_bias: bool
+    mlp_bias: bool
+    qk_norm: bool
+    max_position_embeddings: int
+    bos_token_id: int | None
+    eos_token_ids: tuple[int, ...]
+
+    @classmethod
+    def from_folder(cls, folder: Path) -> "LlamaFamilyConfig":
+        path = Path(folder) / "config.json"
+        try:
+            raw = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise ModelConfigError(f"{path}: not found (expected an HF model folder with config.json)") from None
+        except json.JSONDecodeError as error:
+            raise ModelConfigError(f"{path}:{error.lineno}:{error.colno}: invalid JSON: {error.msg}") from None
+        eos = _ids(raw.get("eos_token_id")) + _generation_eos(Path(folder))
+        return cls.from_dict(raw, source=str(path), eos_token_ids=tuple(dict.fromkeys(eos)))
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any], *, source: str = "config.json", eos_token_ids=()) -> "LlamaFamilyConfig":
+        def field(name: str, default: Any = ..., kind: type = int) -> Any:
+            value = raw.get(name, default)
+            if value is ...:
+                raise ModelConfigError(f"{source}: field {name!r} is missing")
+            if value is not None and kind is float and isinstance(value, int):
+                value = float(value)
+            if value is not None and not isinstance(value, kind):
+                raise ModelConfigError(f"{source}: field {name!r} must be {kind.__name__}, got {value!r}")
+            return value
+
+        architectures = raw.get("architectures") or []
+        architecture = next((a for a in architectures if a in SUPPORTED_ARCHITECTURES), None)
+        if architecture is None:
+            raise ModelConfigError(
+                f"{source}: field 'architectures' is {architectures!r}; supported: {', '.join(SUPPORTED_ARCHITECTURES)}"
+            )
+        num_heads = field("num_attention_heads")
+        hidden_size = field("hidden_size")
+        num_kv_heads = field("num_key_value_heads", num_heads) or num_heads
+        if num_heads % num_kv_heads:
+            raise ModelConfigError(
+                f"{source}: field 'num_key_value_heads' ({num_kv_heads}) must divide num_attention_heads ({num_heads})"
+            )
+        attention_bias = bool(raw.get("attention_bias", False))
+        rope_theta, rope_scaling = _rope(raw, source)
+        max_positions = field("max_position_embeddings", 2048)
+        if architecture == "MistralForCausalLM" and raw.get("sliding_window"):
+            # The paged attention here has no sliding window; within the window the result is identical.
+            max_positions = min(max_positions, int(raw["sliding_window"]))
+        return cls(
+            architecture=architecture,
+            vocab_size=field("vocab_size"),
+            hidden_size=hidden_size,
+            intermediate_size=field("intermediate_size"),
+            num_layers=field("num_hidden_layers"),
+            num_heads=num_heads,
+            num_kv_heads=num_kv_heads,
+            head_dim=field("head_dim", None) or hidden_size // num_heads,
+            rms_norm_eps=field("rms_norm_eps", 1e-6, float),
+            rope_theta=rope_theta,
+            rope_scaling=rope_scaling,
+            tie_word_embeddings=bool(raw.get("tie_word_embeddings", False)),
+            qkv_bias=architecture == "Qwen2ForCausalLM" or attention_bias,
+            o_bias=architecture in ("LlamaForCausalLM", "Qwen3ForCausalLM") and attention_bias,
+            mlp_bias=architecture == "LlamaForCausalLM" and bool(raw.get("mlp_bias", False)),
+            qk_norm=architecture == "Qwen3ForCausalLM",
+            max_position_embeddings=max_positions,
+            bos_token_id=raw.get("bos_token_id") if isinstance(raw.get("bos_token_id"), int) else None,
+            eos_token_ids=tuple(eos_token_ids) or tuple(_ids(raw.get("eos_token_id"))),
+        )
+
+
+def _rope(raw: dict[str, Any], source: str) -> tuple[float, dict[str, Any] | None]:
+    """(theta, scaling) from either the transformers 5 ``rope_parameters`` or the older ``rope_theta``/``rope_scaling``."""
+    params = raw.get("rope_parameters")
+    if isinstance(params, dict) and "rope_theta" in params:
+        theta = float(params["rope_theta"])
+        scaling = dict(params)
+        field_name = "rope_parameters"
+    else:
+        theta = float(raw.get("rope_theta", 10000.0))
+        scaling = dict(raw.get("rope_scaling") or {})
+        field_name = "rope_scaling"
+    rope_type = scaling.get("rope_type", scaling.get("type", "default"))
+    if rope_type not in SUPPORTED_ROPE_TYPES:
+        raise ModelConfigError(
+            f"{source}: field {field_name!r} has rope_type {rope_type!r}; supported: {', '.join(SUPPORTED_ROPE_TYPES)}"
+        )
+    if rope_type == "default":
+        return theta, None
+    if float(scaling.get("partial_rotary_factor", 1.0)) != 1.0:
+        raise ModelConfigError(f"{source}: field {field_name!r}: partial_rotary_factor is not supported")
+    required = ("factor",) if rope_type == "linear" else ("factor", "low_freq_factor", "high_freq_factor")
+    missing = [key for key in required if key not in scaling]
+    if missing:
+        raise ModelConfigError(f"{source}: field {field_name!r} ({rope_type}) lacks {', '.join(missing)}")
+    scaling["rope_type"] = rope_type
+    if rope_type == "llama3":
+        scaling.setdefault("original_max_position_embeddings", raw.get("max_position_embeddings", 8192))
+    return theta, scaling
+
+
+def _ids(value: Any) -> list[int]:
+    if isinstance(value, int):
+        return [value]
+    if isinstance(value, list):
+        return [v for v in value if isinstance(v, int)]
+    return []
+
+
+def _generation_eos(folder: Path) -> list[int]:
+    path = folder / "generation_config.json"
+    if not path.is_file():
+        return []
+    try:
+        return _ids(json.loads(path.read_text(encoding="utf-8")).get("eos_token_id"))
+    except json.JSONDecodeError:
+        return []

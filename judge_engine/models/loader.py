@@ -1,0 +1,100 @@
+"""Load a Llama-family model from an HF folder (config.json + safetensors) or a .gguf file."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+import torch
+from torch import nn
+
+from judge_engine.attention.backend import get_backend
+from judge_engine.models.config import LlamaFamilyConfig, ModelConfigError
+from judge_engine.models.llama import LlamaForCausalLM
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    architecture: str
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    hidden_size: int
+    vocab_size: int
+    max_position_embeddings: int
+    eos_token_ids: tuple[int, ...]
+    bos_token_id: int | None
+
+    @classmethod
+    def from_config(cls, config: LlamaFamilyConfig) -> "ModelSpec":
+        return cls(
+            architecture=config.architecture,
+            num_layers=config.num_layers,
+            num_heads=config.num_heads,
+            num_kv_heads=config.num_kv_heads,
+            head_dim=config.head_dim,
+            hidden_size=config.hidden_size,
+            vocab_size=config.vocab_size,
+            max_position_embeddings=config.max_position_embeddings,
+            eos_token_ids=config.eos_token_ids,
+            bos_token_id=config.bos_token_id,
+        )
+
+
+def model_folder(path: str | Path) -> Path:
+    """The HF folder holding the weights: ``path`` itself, or the cached conversion of a .gguf file."""
+    path = Path(path).expanduser()
+    if path.is_file() and path.suffix == ".gguf":
+        from judge_engine.models.gguf import converted_folder
+
+        return converted_folder(path)
+    if path.is_dir():
+        return path
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no such model folder or .gguf file")
+    raise ModelConfigError(f"{path}: expected an HF model folder (config.json + *.safetensors) or a .gguf file")
+
+
+def load_model(
+    path: str | Path,
+    dtype: torch.dtype = torch.float32,
+    device: torch.device | str = "cpu",
+    attention_backend: str | None = None,
+) -> tuple[nn.Module, ModelSpec]:
+    """Build the model on ``device`` in ``dtype`` and fill it from the checkpoint (a .gguf is converted once, then cached)."""
+    device = torch.device(device)
+    folder = model_folder(path)
+    config = LlamaFamilyConfig.from_folder(folder)
+    with torch.device(device):
+        model = LlamaForCausalLM(config, dtype=dtype, attention_backend=get_backend(device, attention_backend))
+    with torch.no_grad():
+        model.load_weights(iter_safetensors(folder))
+    return model.eval(), ModelSpec.from_config(config)
+
+
+def safetensors_files(folder: Path) -> list[Path]:
+    """The shards named by model.safetensors.index.json, else every *.safetensors in the folder."""
+    index = folder / "model.safetensors.index.json"
+    if index.is_file():
+        weight_map = json.loads(index.read_text(encoding="utf-8")).get("weight_map", {})
+        files = sorted({folder / name for name in weight_map.values()})
+    else:
+        files = sorted(folder.glob("*.safetensors"))
+    if not files:
+        raise FileNotFoundError(f"{folder}: no *.safetensors weights (only safetensors checkpoints are supported)")
+    for file in files:
+        if not file.is_file():
+            raise FileNotFoundError(f"{index}: names shard {file.name}, which is missing")
+    return files
+
+
+def iter_safetensors(folder: Path) -> Iterator[tuple[str, torch.Tensor]]:
+    from safetensors import safe_open
+
+    for file in safetensors_files(folder):
+        with safe_open(str(file), framework="pt") as handle:
+            for name in handle.keys():
+                yield name, handle.get_tensor(name)

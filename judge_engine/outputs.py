@@ -1,0 +1,59 @@
+"""What the engine hands back: per-request outputs (final or streamed increments) and score errors."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+
+@dataclass
+class RequestMetrics:
+    arrival_time: float                 # time.perf_counter() when the request was added
+    first_token_time: float | None      # when its first output token was sampled
+    finished_time: float | None
+    num_output_tokens: int
+    num_cached_tokens: int              # prompt tokens served by the prefix cache
+    num_preemptions: int
+
+    @property
+    def time_to_first_token(self) -> float | None:
+        if self.first_token_time is None:
+            return None
+        return self.first_token_time - self.arrival_time
+
+    @property
+    def time_per_output_token(self) -> float | None:
+        """Mean gap between output tokens after the first (None with fewer than two)."""
+        if self.finished_time is None or self.first_token_time is None or self.num_output_tokens < 2:
+            return None
+        return (self.finished_time - self.first_token_time) / (self.num_output_tokens - 1)
+
+
+@dataclass
+class RequestOutput:
+    request_id: str
+    prompt: str | None
+    prompt_token_ids: list[int]
+    text: str                           # all output text so far (stop string removed)
+    token_ids: list[int]                # all output token ids so far
+    finished: bool
+    finish_reason: str | None = None    # "stop" | "length" | "abort" | "error" | None while running
+    new_token_ids: list[int] = field(default_factory=list)  # since this request's previous output
+    new_text: str = ""                                      # text delta since its previous output
+    logprobs: list[dict[int, float]] | None = None          # per output token: chosen + top-N
+    prompt_logprobs: list[dict[int, float] | None] | None = None  # per prompt token (None for the first)
+    logits: torch.Tensor | None = None  # SamplingParams.return_logits: float32 rows, one per logits_positions
+    logits_positions: list[int] | None = None  # position p's row predicts token p + 1
+    error: str | None = None
+    metrics: RequestMetrics | None = None
+
+
+class ScoreError(ValueError):
+    """Why one prompt of LLM.score could not be scored; returned in its place in the result list (an exception
+    that is also a value), so one bad prompt never sinks the batch."""
+
+    def __init__(self, prompt_index: int, message: str) -> None:
+        super().__init__(f"prompt {prompt_index}: {message}")
+        self.prompt_index = prompt_index
+        self.message = message

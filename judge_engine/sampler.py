@@ -1,0 +1,103 @@
+"""Per-request sampling parameters and the batched sampler that turns logits rows into next tokens."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+
+class SamplingParamsError(ValueError):
+    """A sampling parameter has an invalid value; the message names it."""
+
+
+@dataclass
+class SamplingParams:
+    temperature: float = 1.0      # 0: greedy
+    top_p: float = 1.0
+    top_k: int = 0                # 0 or -1: off
+    max_tokens: int = 16          # 0: only run the prompt (useful with prompt_logprobs)
+    stop: str | list[str] | None = None
+    stop_token_ids: list[int] | None = None
+    ignore_eos: bool = False
+    logprobs: int | None = None   # top-N log-probabilities of each generated token (plus the chosen one)
+    prompt_logprobs: int | None = None  # same for every prompt token after the first
+    seed: int | None = None       # per-request generator: the same seed gives the same tokens in any batch
+    include_stop_str_in_output: bool = False
+    return_logits: bool = False   # keep the float32 logits rows of the request (tests, debugging)
+    stop_strings: tuple[str, ...] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.temperature, (int, float)) or self.temperature < 0:
+            raise SamplingParamsError(f"temperature: expected a number >= 0, got {self.temperature!r}")
+        if not isinstance(self.top_p, (int, float)) or not 0.0 < self.top_p <= 1.0:
+            raise SamplingParamsError(f"top_p: expected a number in (0, 1], got {self.top_p!r}")
+        if not isinstance(self.top_k, int) or self.top_k < -1:
+            raise SamplingParamsError(f"top_k: expected an integer >= -1 (0 or -1: off), got {self.top_k!r}")
+        if isinstance(self.max_tokens, bool) or not isinstance(self.max_tokens, int) or self.max_tokens < 0:
+            raise SamplingParamsError(f"max_tokens: expected an integer >= 0, got {self.max_tokens!r}")
+        for name in ("logprobs", "prompt_logprobs"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+                raise SamplingParamsError(f"{name}: expected None or an integer >= 0, got {value!r}")
+        if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, int)):
+            raise SamplingParamsError(f"seed: expected None or an integer, got {self.seed!r}")
+        stop = [self.stop] if isinstance(self.stop, str) else list(self.stop or [])
+        if any(not isinstance(s, str) or not s for s in stop):
+            raise SamplingParamsError(f"stop: expected non-empty strings, got {self.stop!r}")
+        self.stop_strings = tuple(stop)
+        if any(isinstance(t, bool) or not isinstance(t, int) for t in self.stop_token_ids or []):
+            raise SamplingParamsError(f"stop_token_ids: expected integers, got {self.stop_token_ids!r}")
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0.0
+
+
+def make_generator(params: SamplingParams, device: torch.device) -> torch.Generator | None:
+    """A request's own generator, so its draws never depend on which other requests share the batch."""
+    if params.greedy:
+        return None
+    generator = torch.Generator(device=device)
+    if params.seed is not None:
+        generator.manual_seed(params.seed)
+    else:
+        generator.seed()
+    return generator
+
+
+def sample(logits: torch.Tensor, params: list[SamplingParams],
+           generators: list[torch.Generator | None]) -> list[int]:
+    """One token per row of float32 `logits` [N, V]; greedy rows in one argmax, random rows one by one
+    because each draws from its own generator."""
+    tokens = torch.argmax(logits, dim=-1).tolist()
+    for row, (p, generator) in enumerate(zip(params, generators)):
+        if not p.greedy:
+            tokens[row] = _sample_row(logits[row], p, generator)
+    return tokens
+
+
+def _sample_row(logits: torch.Tensor, p: SamplingParams, generator: torch.Generator) -> int:
+    scaled = logits / p.temperature
+    if p.top_k > 0 and p.top_k < scaled.numel():
+        kth = torch.topk(scaled, p.top_k).values[-1]
+        scaled = scaled.masked_fill(scaled < kth, float("-inf"))
+    if p.top_p < 1.0:
+        sorted_logits, order = torch.sort(scaled, descending=True)
+        cumulative = torch.softmax(sorted_logits, dim=-1).cumsum(-1)
+        # keep the smallest set whose mass reaches top_p: a token is dropped when the mass before it already does
+        drop_sorted = (cumulative - torch.softmax(sorted_logits, dim=-1)) >= p.top_p
+        drop_sorted[0] = False
+        scaled = scaled.masked_fill(torch.zeros_like(drop_sorted).scatter(0, order, drop_sorted), float("-inf"))
+    probs = torch.softmax(scaled, dim=-1)
+    return int(torch.multinomial(probs, 1, generator=generator).item())
+
+
+def top_logprobs(logprobs_row: torch.Tensor, chosen: int, n: int) -> dict[int, float]:
+    """The chosen token's log-probability plus the n most likely ones, from a log_softmax row."""
+    result = {chosen: float(logprobs_row[chosen])}
+    if n > 0:
+        values, ids = torch.topk(logprobs_row, min(n, logprobs_row.numel()))
+        for token_id, value in zip(ids.tolist(), values.tolist()):
+            result.setdefault(token_id, value)
+    return result

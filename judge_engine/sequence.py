@@ -1,0 +1,88 @@
+"""One request's token sequence and everything the engine tracks about it between steps."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from enum import Enum
+
+import torch
+
+from judge_engine.sampler import SamplingParams
+
+
+class SequenceStatus(Enum):
+    WAITING = "waiting"
+    RUNNING = "running"
+    FINISHED = "finished"
+
+
+@dataclass(eq=False)
+class Sequence:
+    request_id: str
+    token_ids: list[int]
+    params: SamplingParams
+    # First token index whose log-probability the request needs (prompt_logprobs, LLM.score); the prefix cache
+    # never serves the position just before it, so that position's logits are computed.
+    logprobs_from: int | None = None
+    generator: torch.Generator | None = None
+    num_prompt_tokens: int = field(init=False)
+    status: SequenceStatus = SequenceStatus.WAITING
+    num_computed_tokens: int = 0
+    num_cached_tokens: int = 0          # prompt tokens served by the prefix cache (first admission)
+    block_table: list[int] = field(default_factory=list)
+    block_hashes: list[int] = field(default_factory=list)  # one per full block of the table, in order
+    num_preemptions: int = 0
+    output_logprobs: list[dict[int, float]] = field(default_factory=list)
+    prompt_token_logprobs: dict[int, float] = field(default_factory=dict)       # position -> log P(token)
+    prompt_top_logprobs: dict[int, dict[int, float]] = field(default_factory=dict)
+    logits_rows: dict[int, torch.Tensor] = field(default_factory=dict)          # position -> row (return_logits)
+    finish_reason: str | None = None
+    error: str | None = None
+    arrival_time: float = field(default_factory=time.perf_counter)
+    first_token_time: float | None = None
+    finished_time: float | None = None
+    stop_text_len: int | None = None    # where a stop string cut the text
+
+    def __post_init__(self) -> None:
+        self.num_prompt_tokens = len(self.token_ids)
+
+    @property
+    def num_tokens(self) -> int:
+        return len(self.token_ids)
+
+    @property
+    def output_token_ids(self) -> list[int]:
+        return self.token_ids[self.num_prompt_tokens:]
+
+    @property
+    def num_output_tokens(self) -> int:
+        return len(self.token_ids) - self.num_prompt_tokens
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status is SequenceStatus.FINISHED
+
+    @property
+    def max_cacheable_tokens(self) -> int:
+        """Tokens the prefix cache may serve: never all of them (the last position's logits are needed) and
+        never the position before logprobs_from."""
+        limit = self.num_tokens - 1
+        if self.logprobs_from is not None:
+            limit = min(limit, self.logprobs_from - 1)
+        return max(limit, 0)
+
+    def needs_logits_rows(self, start: int, end: int) -> list[int]:
+        """Positions in [start, end) (computed this step) whose logits the request needs."""
+        positions: list[int] = []
+        if self.logprobs_from is not None:
+            first = max(start, self.logprobs_from - 1)
+            last = min(end, self.num_prompt_tokens - 1)
+            positions.extend(range(first, last))
+        if end == self.num_tokens and self.wants_next_token:
+            positions.append(end - 1)
+        return positions
+
+    @property
+    def wants_next_token(self) -> bool:
+        return self.num_output_tokens < self.params.max_tokens

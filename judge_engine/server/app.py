@@ -1,0 +1,330 @@
+"""The OpenAI-compatible HTTP server on one engine: /v1/models, /v1/completions, /v1/chat/completions.
+
+Every request becomes one engine request, added to the engine loop while it runs, so concurrent clients share
+batches (continuous batching). A client that disconnects has its request aborted, which frees its KV blocks.
+GET /metrics returns the engine's counters and the loop's (peak running sequences among them) as JSON.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import json
+import time
+from functools import partial
+from collections.abc import AsyncIterator
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from judge_engine.server import protocol as p
+from judge_engine.server.chat_encoding import ChatTemplateError, encode_chat
+from judge_engine.server.engine_loop import EngineFailure, EngineLoop
+from judge_engine.server.errors import OpenAIError, error_response, from_validation_error
+from judge_engine.server.logprobs import TokenTexts, chat_logprobs, completion_logprobs
+
+
+class ServerState:
+    """What the handlers share: the engine loop and a tokenizer of their own.
+
+    The handlers tokenize on the event loop while the engine thread detokenizes; a fast tokenizer's Rust object
+    refuses concurrent use from two threads ("Already borrowed"), so the HTTP side works on its own copy.
+    """
+
+    def __init__(self, engine: Any, model_name: str):
+        self.engine = engine
+        self.loop = EngineLoop(engine)
+        self.model_name = model_name
+        self.tokenizer = copy.deepcopy(engine.tokenizer)
+        self.token_texts = TokenTexts(self.tokenizer)
+        self.max_model_len: int = engine.max_model_len
+        self.created = int(time.time())
+
+    def encode_prompt(self, prompt: str | list[int]) -> list[int]:
+        """Mirrors LLMEngine.encode: special tokens parsed, the tokenizer's BOS added unless already there."""
+        if not isinstance(prompt, str):
+            return list(prompt)
+        bos = getattr(self.tokenizer, "bos_token", None)
+        add_special = not (bos and prompt.startswith(bos))
+        return list(self.tokenizer(prompt, add_special_tokens=add_special)["input_ids"])
+
+
+def create_app(engine: Any, model_name: str) -> Starlette:
+    state = ServerState(engine, model_name)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        state.loop.start()
+        try:
+            yield
+        finally:
+            state.loop.stop()
+
+    routes = [
+        Route("/v1/models", partial(list_models, state), methods=["GET"]),
+        Route("/v1/completions", partial(completions, state), methods=["POST"]),
+        Route("/v1/chat/completions", partial(chat_completions, state), methods=["POST"]),
+        Route("/metrics", partial(metrics, state), methods=["GET"]),
+        Route("/health", partial(health, state), methods=["GET"]),
+    ]
+    app = Starlette(routes=routes, lifespan=lifespan,
+                    exception_handlers={HTTPException: http_error, OpenAIError: openai_error,
+                                        Exception: internal_error})
+    app.state.server = state
+    return app
+
+
+# ------------------------------------------------------------------------------------------ error handlers
+
+
+async def http_error(request: Request, exc: HTTPException) -> Response:
+    kind = "not_found_error" if exc.status_code == 404 else "invalid_request_error"
+    return error_response(exc.status_code, f"{request.method} {request.url.path}: {exc.detail}", type=kind)
+
+
+async def openai_error(request: Request, exc: OpenAIError) -> Response:
+    return exc.response()
+
+
+async def internal_error(request: Request, exc: Exception) -> Response:
+    return error_response(500, f"internal error: {type(exc).__name__}: {exc}", type="server_error")
+
+
+# ------------------------------------------------------------------------------------------ simple routes
+
+
+async def list_models(state: ServerState, request: Request) -> Response:
+    card = p.ModelCard(id=state.model_name, created=state.created, max_model_len=state.max_model_len)
+    return JSONResponse(p.ModelList(data=[card]).model_dump())
+
+
+async def metrics(state: ServerState, request: Request) -> Response:
+    return JSONResponse({"model": state.model_name, "engine": state.engine.stats(),
+                         "server": state.loop.stats.as_dict()})
+
+
+async def health(state: ServerState, request: Request) -> Response:
+    return JSONResponse({"status": "ok"})
+
+
+# ------------------------------------------------------------------------------------------ request parsing
+
+
+async def parse_body(request: Request, model: type[BaseModel]) -> Any:
+    try:
+        raw = await request.json()
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise OpenAIError(400, f"the request body is not valid JSON: {exc}") from exc
+    if not isinstance(raw, dict):
+        raise OpenAIError(400, "the request body must be a JSON object")
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        raise from_validation_error(exc) from exc
+
+
+def check_model(state: ServerState, name: str) -> None:
+    if name != state.model_name:
+        raise OpenAIError(404, f"the model {name!r} does not exist; this server serves {state.model_name!r}",
+                          param="model", code="model_not_found")
+
+
+def sampling_params(body: p.OpenAIRequest, max_tokens: int, logprobs: int | None) -> Any:
+    from judge_engine.sampler import SamplingParams, SamplingParamsError
+
+    try:
+        return SamplingParams(temperature=body.temperature, top_p=body.top_p, max_tokens=max_tokens,
+                              stop=list(body.stop or []) or None, seed=body.seed, logprobs=logprobs)
+    except SamplingParamsError as exc:
+        raise OpenAIError(400, str(exc), param=str(exc).split(":", 1)[0]) from exc
+
+
+def token_budget(state: ServerState, prompt_len: int, requested: int | None, prompt_param: str) -> int:
+    """max_tokens, defaulting to the rest of the context; 400 when prompt + max_tokens exceeds it."""
+    room = state.max_model_len - prompt_len
+    if room <= 0 or (requested is not None and requested > room):
+        asked = f"{prompt_len + requested} tokens ({prompt_len} in the {prompt_param}, {requested} in the " \
+                f"completion)" if requested is not None else f"{prompt_len} tokens in the {prompt_param}"
+        raise OpenAIError(400, f"this model's maximum context length is {state.max_model_len} tokens, but you "
+                          f"requested {asked}; shorten the {prompt_param} or lower max_tokens",
+                          param="max_tokens" if room > 0 else prompt_param, code="context_length_exceeded")
+    return requested if requested is not None else room
+
+
+# ------------------------------------------------------------------------------------------ completions
+
+
+async def completions(state: ServerState, request: Request) -> Response:
+    body: p.CompletionRequest = await parse_body(request, p.CompletionRequest)
+    check_model(state, body.model)
+    prompt_ids = state.encode_prompt(body.prompt)
+    max_tokens = token_budget(state, len(prompt_ids), body.max_tokens, "prompt")
+    params = sampling_params(body, max_tokens, body.logprobs)
+    request_id = state.loop.new_request_id("cmpl")
+    outputs = state.loop.generate(request_id, prompt_ids, params)
+    if body.stream:
+        return sse(stream_completion(state, body, request_id, outputs))
+    final = await until_finished_or_disconnected(request, outputs)
+    if final is None:
+        return Response(status_code=499)
+    raise_if_failed(final)
+    logprobs = None
+    if body.logprobs is not None:
+        logprobs = completion_logprobs(state.token_texts, final.token_ids, final.logprobs or [], body.logprobs)
+    choice = p.CompletionChoice(text=final.text, logprobs=logprobs, finish_reason=final.finish_reason)
+    response = p.CompletionResponse(id=request_id, created=p.now(), model=state.model_name, choices=[choice],
+                                    usage=usage(final))
+    return JSONResponse(response.model_dump())
+
+
+async def stream_completion(state: ServerState, body: p.CompletionRequest, request_id: str,
+                            outputs: AsyncIterator[Any]) -> AsyncIterator[str]:
+    created, sent_tokens, offset = p.now(), 0, 0
+    async for output in outputs:
+        if output.finish_reason == "error":
+            yield sse_error(output)
+            break
+        new_ids = output.token_ids[sent_tokens:]
+        logprobs = None
+        if body.logprobs is not None:
+            logprobs = completion_logprobs(state.token_texts, new_ids, (output.logprobs or [])[sent_tokens:],
+                                           body.logprobs, offset)
+        sent_tokens, offset = len(output.token_ids), offset + len(output.new_text)
+        choice = p.CompletionChoice(text=output.new_text, logprobs=logprobs,
+                                    finish_reason=output.finish_reason if output.finished else None)
+        yield sse_data(p.CompletionChunk(id=request_id, created=created, model=state.model_name, choices=[choice]))
+        if output.finished and body.include_usage_in_stream():
+            yield sse_data(p.CompletionChunk(id=request_id, created=created, model=state.model_name, choices=[],
+                                             usage=usage(output)))
+    yield "data: [DONE]\n\n"
+
+
+# ------------------------------------------------------------------------------------------ chat
+
+
+async def chat_completions(state: ServerState, request: Request) -> Response:
+    body: p.ChatCompletionRequest = await parse_body(request, p.ChatCompletionRequest)
+    check_model(state, body.model)
+    messages = [{"role": m.role, "content": m.text()} for m in body.messages]
+    try:
+        prompt_ids = encode_chat(state.tokenizer, messages)
+    except ChatTemplateError as exc:
+        raise OpenAIError(400, str(exc), param="messages") from exc
+    max_tokens = token_budget(state, len(prompt_ids), body.token_limit(), "messages")
+    top_n = (body.top_logprobs or 0) if body.logprobs else None
+    params = sampling_params(body, max_tokens, top_n)
+    request_id = state.loop.new_request_id("chatcmpl")
+    outputs = state.loop.generate(request_id, prompt_ids, params)
+    if body.stream:
+        return sse(stream_chat(state, body, request_id, outputs))
+    final = await until_finished_or_disconnected(request, outputs)
+    if final is None:
+        return Response(status_code=499)
+    raise_if_failed(final)
+    logprobs = None
+    if top_n is not None:
+        logprobs = chat_logprobs(state.token_texts, final.token_ids, final.logprobs or [], top_n)
+    choice = p.ChatChoice(message=p.AssistantMessage(content=final.text), logprobs=logprobs,
+                          finish_reason=final.finish_reason)
+    response = p.ChatCompletionResponse(id=request_id, created=p.now(), model=state.model_name, choices=[choice],
+                                        usage=usage(final))
+    return JSONResponse(response.model_dump())
+
+
+async def stream_chat(state: ServerState, body: p.ChatCompletionRequest, request_id: str,
+                      outputs: AsyncIterator[Any]) -> AsyncIterator[str]:
+    created = p.now()
+    top_n = (body.top_logprobs or 0) if body.logprobs else None
+
+    def chunk(delta: p.ChatDelta, logprobs: p.ChatLogprobs | None = None, finish: str | None = None) -> str:
+        choice = p.ChatChunkChoice(delta=delta, logprobs=logprobs, finish_reason=finish)
+        return sse_data(p.ChatCompletionChunk(id=request_id, created=created, model=state.model_name,
+                                              choices=[choice]))
+
+    yield chunk(p.ChatDelta(role="assistant", content=""))
+    sent_tokens = 0
+    async for output in outputs:
+        if output.finish_reason == "error":
+            yield sse_error(output)
+            break
+        logprobs = None
+        if top_n is not None:
+            logprobs = chat_logprobs(state.token_texts, output.token_ids[sent_tokens:],
+                                     (output.logprobs or [])[sent_tokens:], top_n)
+        sent_tokens = len(output.token_ids)
+        yield chunk(p.ChatDelta(content=output.new_text), logprobs,
+                    output.finish_reason if output.finished else None)
+        if output.finished and body.include_usage_in_stream():
+            yield sse_data(p.ChatCompletionChunk(id=request_id, created=created, model=state.model_name, choices=[],
+                                                 usage=usage(output)))
+    yield "data: [DONE]\n\n"
+
+
+# ------------------------------------------------------------------------------------------ shared helpers
+
+
+async def until_finished_or_disconnected(request: Request, outputs: AsyncIterator[Any]) -> Any | None:
+    """The final output, or None when the client went away first (its request is then aborted)."""
+
+    async def last() -> Any:
+        final = None
+        async for output in outputs:
+            final = output
+        return final
+
+    async def disconnected() -> None:
+        while (await request.receive())["type"] != "http.disconnect":
+            pass
+
+    work, watch = asyncio.ensure_future(last()), asyncio.ensure_future(disconnected())
+    try:
+        done, _ = await asyncio.wait({work, watch}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        watch.cancel()
+        if not work.done():
+            work.cancel()
+    if work not in done:
+        with contextlib.suppress(asyncio.CancelledError):
+            await work   # lets the generator's finally run, which aborts the engine request
+        await outputs.aclose()
+        return None
+    try:
+        return work.result()
+    except EngineFailure as exc:
+        raise OpenAIError(500, str(exc), type="server_error") from exc
+
+
+def raise_if_failed(output: Any) -> None:
+    if output.finish_reason != "error":
+        return
+    # Nothing generated: the request itself cannot run as given (too long for the cache, bad token ids).
+    if not output.token_ids:
+        raise OpenAIError(400, output.error or "the engine rejected the request", code="invalid_prompt")
+    raise OpenAIError(500, output.error or "generation failed", type="server_error")
+
+
+def usage(output: Any) -> p.Usage:
+    prompt_tokens, completion_tokens = len(output.prompt_token_ids), len(output.token_ids)
+    return p.Usage(prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
+                   total_tokens=prompt_tokens + completion_tokens)
+
+
+def sse(events: AsyncIterator[str]) -> StreamingResponse:
+    return StreamingResponse(events, media_type="text/event-stream",
+                             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+
+def sse_data(model: BaseModel) -> str:
+    return f"data: {model.model_dump_json(exclude_none=False)}\n\n"
+
+
+def sse_error(output: Any) -> str:
+    body = OpenAIError(400 if not output.token_ids else 500, output.error or "generation failed",
+                       type="invalid_request_error" if not output.token_ids else "server_error").body()
+    return f"data: {json.dumps(body)}\n\n"

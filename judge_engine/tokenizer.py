@@ -1,0 +1,28 @@
+"""The tokenizer of a model: a fast transformers tokenizer that carries the chat template."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def load_tokenizer(path: str | Path):
+    """Tokenizer of an HF folder, or of a .gguf file (read from its converted folder, converting it if needed)."""
+    from judge_engine.models.loader import model_folder
+
+    folder = model_folder(path)
+    try:
+        if (folder / "tokenizer.json").is_file():
+            # The generic fast class reads tokenizer.json directly; AutoTokenizer would first index every
+            # model package of transformers, which costs seconds at each start-up.
+            from transformers import PreTrainedTokenizerFast
+
+            tokenizer = PreTrainedTokenizerFast.from_pretrained(str(folder))
+        else:
+            from transformers import AutoTokenizer
+
+            tokenizer = AutoTokenizer.from_pretrained(str(folder))
+    except (OSError, ValueError) as error:
+        raise FileNotFoundError(f"{folder}: no usable tokenizer files ({error})") from error
+    if not tokenizer.is_fast:
+        raise ValueError(f"{folder}: only a slow tokenizer could be loaded; judge_engine needs a fast one")
+    return tokenizer

@@ -1,0 +1,87 @@
+"""The `tool_called` check: how many tool calls match a name glob and argument values."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from fnmatch import translate
+from functools import cached_property
+from typing import Any
+
+from pydantic import Field, model_validator
+
+from rubrics.checks.base import CheckConfig, CheckOutcome, LintProblem, glob_problem, json_equal, lint_glob
+from rubrics.trajectory import ToolCall, Trajectory
+
+
+class ToolCalledConfig(CheckConfig):
+    name: str
+    args: dict[str, Any] = Field(default_factory=dict)
+    min: int = Field(1, ge=0)
+    max: int | None = Field(None, ge=0)
+
+    @model_validator(mode="after")
+    def _range(self) -> ToolCalledConfig:
+        if self.max is not None and self.max < self.min:
+            raise ValueError(f"max ({self.max}) is below min ({self.min})")
+        return self
+
+    @cached_property
+    def name_regex(self) -> re.Pattern[str]:
+        # Tool names are identifiers: matched case-sensitively, like fnmatchcase.
+        return re.compile(translate(self.name), re.DOTALL)
+
+    @cached_property
+    def arg_globs(self) -> dict[str, re.Pattern[str]]:
+        return {key: re.compile(translate(v), re.DOTALL) for key, v in self.args.items() if isinstance(v, str)}
+
+    def describe(self) -> str:
+        args = f" with args {json.dumps(self.args, ensure_ascii=False, default=str)}" if self.args else ""
+        return f"{self.name!r}{args}"
+
+
+def _value_matches(wanted: Any, actual: Any, glob: re.Pattern[str] | None) -> bool:
+    if isinstance(actual, list) and not isinstance(wanted, list):
+        return any(_value_matches(wanted, item, glob) for item in actual)  # to: [a, b] matches to: a
+    if glob is not None:
+        text = actual if isinstance(actual, str) else json.dumps(actual, ensure_ascii=False, default=str)
+        return wanted == text or bool(glob.match(text))
+    return json_equal(wanted, actual)
+
+
+def _matches(config: ToolCalledConfig, call: ToolCall) -> bool:
+    if not config.name_regex.match(call.name):
+        return False
+    globs = config.arg_globs
+    arguments = call.arguments
+    return all(
+        key in arguments and _value_matches(value, arguments[key], globs.get(key)) for key, value in config.args.items()
+    )
+
+
+class ToolCalledCheck:
+    key = "tool_called"
+    config_model = ToolCalledConfig
+
+    def run(self, config: ToolCalledConfig, trajectory: Trajectory) -> CheckOutcome:
+        calls = trajectory.tool_calls()
+        count = sum(1 for call in calls if _matches(config, call))
+        allowed = f"{config.min}..{'∞' if config.max is None else config.max}"
+        met = count >= config.min and (config.max is None or count <= config.max)
+        found = f"{count} call{'s' if count != 1 else ''} to {config.describe()} (allowed {allowed})"
+        if met or count:
+            return CheckOutcome(met, found)
+        called = Counter(call.name for call in calls)
+        names = ", ".join(f"{name} ×{n}" for name, n in called.most_common(6)) or "none"
+        return CheckOutcome(False, f"{found}; tools called: {names}")
+
+    def lint(self, config: ToolCalledConfig) -> list[LintProblem]:
+        problems = lint_glob("name", config.name)
+        for key, value in config.args.items():
+            if isinstance(value, str) and glob_problem(value):
+                problems += lint_glob(f"args.{key}", value)
+        return problems
+
+
+TOOL_CALLED = ToolCalledCheck()

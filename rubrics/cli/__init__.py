@@ -1,0 +1,1 @@
+"""The `rubric` command line: one module per subcommand, each exposing `register(subparsers)`."""

@@ -1,0 +1,85 @@
+"""`rubric calibrate DIR --results RESULTS.jsonl`: per-task pass rates, pass@k, labels and flags."""
+from __future__ import annotations
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "calibrate", help="label tasks keep/drop/inspect from graded attempts",
+        description="Read graded attempts (the output of `rubric grade --format jsonl`) and, per task of DIR, "
+                    "report attempts, successes, pass rate, score mean and spread, pass@1, pass@k and pass^k, "
+                    "and the label: inspect at 0%%, drop at 100%%, keep in between. Flags flaky tasks (one "
+                    "attempt graded twice differently, or a failing reference run: a trajectory id ending in "
+                    "'reference') and tasks with fewer attempts than asked. Writes calibration.json.")
+    parser.add_argument("dir", metavar="DIR")
+    parser.add_argument("--results", required=True, metavar="RESULTS.jsonl")
+    parser.add_argument("--attempts", type=int, default=16, help="attempts asked per task (default 16)")
+    parser.add_argument("--pass-threshold", type=float, default=1.0,
+                        help="an attempt succeeds when its score is at least this (default 1.0)")
+    parser.add_argument("--k", type=int, default=None, help="k of pass@k and pass^k (default: attempts // 2)")
+    parser.add_argument("--output", "-o", default=None, help="where to write the JSON (default DIR/calibration.json)")
+    parser.add_argument("--format", choices=("table", "json"), default="table", help="what to print (default table)")
+    parser.set_defaults(handler=run)
+
+
+def run(args) -> int:
+    import sys
+    from pathlib import Path
+
+    from rubrics.delivery.calibrate_tasks import calibrate
+    from rubrics.delivery.catalog import load_catalog
+    from rubrics.delivery.graded_results import read_results
+    from rubrics.delivery.report_files import CALIBRATION_FILE
+
+    root, results_path = Path(args.dir), Path(args.results)
+    for path, what in ((root, "not a directory"), (results_path, "no such file")):
+        if not (path.is_dir() if path is root else path.is_file()):
+            print(f"{path}: {what}", file=sys.stderr)
+            return 2
+    if not 0.0 <= args.pass_threshold <= 1.0:
+        print(f"--pass-threshold must be in [0, 1], got {args.pass_threshold}", file=sys.stderr)
+        return 2
+    delivery, specs, problems = load_catalog(root)
+    for problem in problems:   # a broken task.yaml costs the task its category, not its calibration
+        print(problem.format(), file=sys.stderr)
+    categories = {ref.id: (specs[ref.id].metadata.category if ref.id in specs else None) for ref in delivery.all_tasks()}
+    results = read_results(results_path, args.results)
+    try:
+        report = calibrate(results, categories, attempts_requested=args.attempts, k=args.k,
+                           pass_threshold=args.pass_threshold, results_name=results_path.name)
+    except ValueError as exc:
+        print(str(exc), file=sys.stderr)
+        return 2
+    output = Path(args.output) if args.output else root / CALIBRATION_FILE
+    text = report.model_dump_json(indent=2) + "\n"
+    output.write_text(text, encoding="utf-8")
+    for line in report.problems:
+        print(line, file=sys.stderr)
+    for task_id in report.unknown_tasks:
+        print(f"{args.results}: results for {task_id!r}, which is not a task folder of {root}", file=sys.stderr)
+    print(text if args.format == "json" else _table(report), end="")
+    print(f"wrote {output}", file=sys.stderr)
+    return 0
+
+
+def _table(report) -> str:
+    k = report.k
+    header = ["task", "category", "passed", "rate", "mean", "sd", "pass@1", f"pass@{k}", f"pass^{k}", "label", "flags"]
+    rows = [header]
+    for t in report.tasks:
+        rows.append([t.task_id, t.category or "-", f"{t.successes}/{t.attempts}", _pct(t.pass_rate),
+                     _num(t.score_mean), _num(t.score_std), _num(t.pass_at_1), _num(t.pass_at_k),
+                     _num(t.pass_hat_k), t.label, ",".join(f.code for f in t.flags) or "-"])
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
+    s = report.summary
+    lines.append(f"{len(report.tasks)} tasks: {s.keep} keep, {s.drop} drop, {s.inspect} inspect; "
+                 f"{s.flaky} flaky, {s.too_few_attempts} with fewer than {report.attempts_requested} attempts")
+    return "\n".join(lines) + "\n"
+
+
+def _pct(value) -> str:
+    return "-" if value is None else f"{100 * value:.0f}%"
+
+
+def _num(value) -> str:
+    return "-" if value is None else f"{value:.3f}"

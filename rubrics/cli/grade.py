@@ -1,0 +1,131 @@
+"""`rubric grade RUBRIC TRAJECTORY_OR_DIR...`: grade trajectories and print a table, JSON or JSONL.
+
+Exit status: 0 when every trajectory loaded and every item was evaluated; 1 when a trajectory failed
+to load, an item is `error` (for instance judge items under --judge none) or the rubric is invalid;
+2 for usage errors.
+"""
+from __future__ import annotations
+
+import sys
+
+JUDGES = ("embedded", "openai", "none")
+FORMATS = ("table", "json", "jsonl")
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser("grade", help="grade trajectories against a rubric",
+                                   description="Grade trajectories (.json/.jsonl files, or directories of them) "
+                                               "against a rubric.")
+    parser.add_argument("rubric", metavar="RUBRIC")
+    parser.add_argument("paths", nargs="+", metavar="TRAJECTORY_OR_DIR")
+    parser.add_argument("--judge", choices=JUDGES, default="embedded",
+                        help="judge for judge items (default: embedded; none reports them as not evaluated)")
+    parser.add_argument("--model", help="judge model: a local HF folder or .gguf (embedded), or a model name (openai)")
+    parser.add_argument("--base-url", help="OpenAI-compatible server, e.g. http://localhost:8000/v1 (--judge openai)")
+    parser.add_argument("--format", choices=FORMATS, default="table")
+    parser.add_argument("--output", "-o", metavar="FILE", help="write results here instead of stdout")
+    parser.add_argument("--verbose", "-v", action="store_true", help="table: one row per item too")
+    parser.set_defaults(handler=run, parser=parser)
+
+
+def warn(message: str) -> None:
+    print(message, file=sys.stderr)
+
+
+def collect_trajectories(paths: list[str]):
+    """(trajectories in input order, error lines). A directory contributes its *.json and *.jsonl, sorted."""
+    from pathlib import Path
+
+    from rubrics.trajectory import TrajectoryLoadError, iter_trajectory_file
+
+    loaded, errors = [], []
+    for name in paths:
+        path = Path(name)
+        if path.is_dir():
+            files = sorted(p for p in path.iterdir() if p.is_file() and p.suffix in (".json", ".jsonl"))
+            if not files:
+                errors.append(f"{name}: error: no .json or .jsonl files in this directory")
+        elif path.exists():
+            files = [path]
+        else:
+            errors.append(f"{name}: error: no such file or directory")
+            files = []
+        for file in files:
+            for entry in iter_trajectory_file(file):
+                if isinstance(entry, TrajectoryLoadError):
+                    errors.append(f"{entry.source}: error: {entry.message}")
+                else:
+                    loaded.append(entry)
+    return loaded, errors
+
+
+def make_judge(args):
+    """The judge the options ask for; a judge that cannot be built grades nothing and says why."""
+    from rubrics.judges import NoJudge, UnavailableJudge
+    from rubrics.judges.extras import MissingExtraError, import_judge_class, make_embedded_judge
+
+    if args.judge == "none":
+        return NoJudge()
+    try:
+        if args.judge == "openai":
+            import os
+            api_key = os.environ.get("RUBRICS_OPENAI_API_KEY") or os.environ.get("OPENAI_API_KEY")
+            return import_judge_class("openai", "OpenAIJudge")(base_url=args.base_url, model=args.model,
+                                                               api_key=api_key)
+        return make_embedded_judge(**({"model": args.model} if args.model else {}))
+    except MissingExtraError as exc:
+        warn(f"error: {exc}")
+        return UnavailableJudge(f"not evaluated: {exc}", name=args.judge)
+
+
+def run(args) -> int:
+    from rubrics.compiler import compile_rubric
+    from rubrics.loading import analyze_rubric
+    from rubrics.scoring import grade_plan
+
+    if args.judge == "openai" and not args.base_url:
+        args.parser.error("--judge openai needs --base-url")
+    rubric, problems, source = analyze_rubric(_as_path(args.rubric))
+    for problem in problems:
+        if problem.severity == "error":
+            warn(problem.format(source))
+    if rubric is None:
+        return 1
+    plan = compile_rubric(rubric)
+    trajectories, load_errors = collect_trajectories(args.paths)
+    for line in load_errors:
+        warn(line)
+    judge = make_judge(args) if plan.needs_judge and trajectories else None
+    results = grade_plan(plan, trajectories, judge)
+    write_results(results, args)
+    incomplete = [r for r in results if not r.complete]
+    if incomplete and (args.format != "table" or args.output):   # the table itself says so otherwise
+        not_evaluated = sum(1 for r in incomplete for i in r.items if i.status == "error")
+        warn(f"incomplete: {len(incomplete)} of {len(results)} scores are incomplete "
+             f"({not_evaluated} items not evaluated)")
+    if load_errors:
+        warn(f"{len(load_errors)} trajectory input(s) could not be loaded; {len(results)} graded")
+    return 1 if load_errors or incomplete else 0
+
+
+def _as_path(name: str):
+    from pathlib import Path
+    return Path(name)
+
+
+def write_results(results, args) -> None:
+    import json
+
+    from rubrics.cli.table import render_table
+
+    if args.format == "jsonl":
+        text = "".join(json.dumps(r.to_dict(), ensure_ascii=False) + "\n" for r in results)
+    elif args.format == "json":
+        text = json.dumps([r.to_dict() for r in results], ensure_ascii=False, indent=2) + "\n"
+    else:
+        text = render_table(results, verbose=args.verbose)
+    if args.output:
+        with open(args.output, "w", encoding="utf-8") as out:
+            out.write(text)
+    else:
+        sys.stdout.write(text)

@@ -1,0 +1,40 @@
+"""Entry point of the `rubric` command.
+
+Each name in COMMAND_MODULES is a module rubrics.cli.<name> with `register(subparsers)`, which adds its
+subcommand and sets `handler` (args -> exit code) as a default. Adding a command is appending its
+name here. Command modules must import only argparse-level things at the top: whatever a command
+needs is imported inside its handler, so `rubric lint` never pays for torch.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+COMMAND_MODULES = ["grade", "lint", "schema", "tasks", "calibrate", "split", "report", "judge_eval", "model", "serve"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from rubrics import __version__
+
+    parser = argparse.ArgumentParser(prog="rubric", description="Grade agent trajectories against YAML rubrics.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name in COMMAND_MODULES:
+        importlib.import_module(f"rubrics.cli.{name}").register(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.handler(args) or 0)
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:   # `rubric grade ... | head`: stop quietly, like other Unix tools
+        sys.stderr.close()
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

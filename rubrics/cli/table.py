@@ -1,0 +1,46 @@
+"""Plain-text result table (no rich dependency in the core)."""
+from __future__ import annotations
+
+
+def _gates(result) -> str:
+    return {True: "pass", False: "FAIL", None: "error"}[result.gates_passed]
+
+
+def _align(rows: list[list[str]]) -> list[str]:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
+
+
+def _one_line(text: str, limit: int = 80) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def item_rows(result) -> list[list[str]]:
+    rows = []
+    for item in result.items:
+        points = "gate" if item.kind == "gate" else f"{item.points:+d}"
+        detail = item.error if item.status == "error" else item.evidence
+        rows.append([f"  {item.id}", item.status, item.method, points, _one_line(detail or "")])
+    return rows
+
+
+def render_table(results, verbose: bool = False) -> str:
+    header = ["trajectory", "score", "gates", "earned/total", "complete"]
+    summary = [header] + [[r.trajectory_id, f"{r.score:.3f}", _gates(r), f"{r.earned}/{r.total}",
+                           "yes" if r.complete else "NO"] for r in results]
+    aligned = _align(summary)
+    if not verbose:
+        lines = aligned
+    else:
+        per_item = [item_rows(r) for r in results]
+        flat = [row for rows in per_item for row in rows]
+        item_lines = iter(_align(flat)) if flat else iter(())
+        lines = aligned[:1]
+        for line, rows in zip(aligned[1:], per_item):
+            lines += [line] + [next(item_lines) for _ in rows]
+    errors = [i for r in results for i in r.items if i.status == "error"]
+    if errors:
+        lines.append(f"incomplete: {len(errors)} item(s) could not be evaluated (e.g. {errors[0].error}); "
+                     "they count as 0, so those scores are partial")
+    return "\n".join(lines) + "\n"

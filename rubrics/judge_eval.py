@@ -1,0 +1,292 @@
+"""Agreement of a judge with human labels: the numbers behind `rubric judge-eval`.
+
+A labels file has one JSON object a line: {"trajectory": PATH or {inline trajectory}, "item_id": ID, "met": BOOL}.
+A PATH is relative to the labels file; "file.jsonl#ID" picks the trajectory with that id out of a JSONL file.
+Every labelled trajectory is graded once, all in one `score_many` batch, and each label is compared with the
+judge's verdict on that item. Metrics are computed over the evaluated labels; judge errors are counted apart.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from rubrics.judges.protocol import JudgeRequest, Verdict
+
+
+class LabelsError(ValueError):
+    """A labels file that cannot be read; the message names file:line."""
+
+
+@dataclass(frozen=True)
+class Label:
+    trajectory_key: str  # where the trajectory came from (for grading each one once)
+    trajectory: Any  # rubrics.trajectory.Trajectory
+    item_id: str
+    met: bool
+    source: str  # "labels.jsonl:12"
+
+
+@dataclass(frozen=True)
+class Judged:
+    label: Label
+    probability: float | None
+    error: str | None
+
+    @property
+    def item_id(self) -> str:
+        return self.label.item_id
+
+
+@dataclass(frozen=True)
+class Agreement:
+    n: int
+    errors: int
+    positives: int
+    accuracy: float | None
+    balanced_accuracy: float | None
+    kappa: float | None
+    brier: float | None
+
+
+@dataclass
+class EvalReport:
+    overall: Agreement
+    per_item: dict[str, Agreement]
+    thresholds: dict[str, float]  # the thresholds the verdicts were counted with
+    skipped: list[str] = field(default_factory=list)  # labels on items that are not judge items, or unknown
+
+
+def load_labels(path: str | Path) -> list[Label]:
+    from rubrics.trajectory import load_trajectory
+
+    path = Path(path)
+    labels: list[Label] = []
+    cache: dict[str, Any] = {}
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        where = f"{path}:{number}"
+        try:
+            row = json.loads(line)
+            ref, met, item_id = row["trajectory"], row["met"], row["item_id"]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise LabelsError(f"{where}: expected {{trajectory, item_id, met}} as JSON: {exc}") from exc
+        if not isinstance(met, bool) or not isinstance(item_id, str):
+            raise LabelsError(f"{where}: 'met' must be true or false and 'item_id' a string")
+        if isinstance(ref, dict):
+            key = f"{where}"
+            trajectory = load_trajectory(ref)
+        elif isinstance(ref, str):
+            key = str((path.parent / ref).resolve())
+            if key not in cache:
+                cache[key] = _load_referenced(path.parent, ref, where)
+            trajectory = cache[key]
+        else:
+            raise LabelsError(f"{where}: 'trajectory' must be a path or an inline trajectory object")
+        labels.append(Label(key, trajectory, item_id, met, where))
+    return labels
+
+
+def _load_referenced(base: Path, ref: str, where: str) -> Any:
+    from rubrics.trajectory import iter_trajectory_file, load_trajectory
+
+    file_part, _, wanted_id = ref.partition("#")
+    file = base / file_part
+    if not file.exists():
+        raise LabelsError(f"{where}: trajectory file {file} not found")
+    if not wanted_id:
+        try:
+            return load_trajectory(file)
+        except Exception as exc:  # noqa: BLE001 - reported with the label's line
+            raise LabelsError(f"{where}: {exc}") from exc
+    for loaded in iter_trajectory_file(file):
+        if not isinstance(loaded, Exception) and loaded.id == wanted_id:
+            return loaded
+    raise LabelsError(f"{where}: no trajectory with id {wanted_id!r} in {file}")
+
+
+class ExamplesRemoved:
+    """A judge wrapper that drops the few-shot examples of every request (judge-eval --no-examples)."""
+
+    def __init__(self, judge: Any):
+        self.inner = judge
+        self.name = judge.name
+
+    def judge(self, requests: Sequence[JudgeRequest]) -> list[Verdict]:
+        return self.inner.judge([replace(request, examples=()) for request in requests])
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def judge_labels(labels: Sequence[Label], rubric: Any, judge: Any) -> tuple[list[Judged], list[str]]:
+    """Grade each labelled trajectory once (one batch) and pair each label with the judge's probability."""
+    from rubrics.scoring import score_many
+
+    keys = list(dict.fromkeys(label.trajectory_key for label in labels))
+    trajectories = {label.trajectory_key: label.trajectory for label in labels}
+    results = score_many([trajectories[key] for key in keys], rubric, judge=judge)
+    by_key = {key: {item.id: item for item in result.items} for key, result in zip(keys, results)}
+    judged, skipped = [], []
+    for label in labels:
+        item = by_key[label.trajectory_key].get(label.item_id)
+        if item is None or item.method != "judge":
+            skipped.append(f"{label.source}: {label.item_id!r} is not a judge item of rubric {rubric.id}")
+            continue
+        judged.append(Judged(label, item.probability, item.error if item.status == "error" else None))
+    return judged, skipped
+
+
+def agreement(pairs: Iterable[tuple[bool, float | None]], threshold: float | dict | None = None) -> Agreement:
+    """Metrics over (human label, judge probability) pairs; None probabilities are judge errors."""
+    pairs = list(pairs)
+    scored = [(y, p) for y, p in pairs if p is not None]
+    errors = len(pairs) - len(scored)
+    if not scored:
+        return Agreement(0, errors, 0, None, None, None, None)
+    cut = 0.5 if threshold is None else threshold
+    predicted = [p >= cut for _, p in scored]
+    truth = [y for y, _ in scored]
+    n = len(scored)
+    tp = sum(1 for t, q in zip(truth, predicted) if t and q)
+    tn = sum(1 for t, q in zip(truth, predicted) if not t and not q)
+    positives = sum(truth)
+    negatives = n - positives
+    accuracy = (tp + tn) / n
+    rates = ([tp / positives] if positives else []) + ([tn / negatives] if negatives else [])
+    balanced = sum(rates) / len(rates)
+    brier = sum((p - float(y)) ** 2 for y, p in scored) / n
+    return Agreement(n, errors, positives, accuracy, balanced, cohen_kappa(truth, predicted), brier)
+
+
+def cohen_kappa(truth: Sequence[bool], predicted: Sequence[bool]) -> float | None:
+    n = len(truth)
+    observed = sum(1 for t, q in zip(truth, predicted) if t == q) / n
+    p_true, p_pred = sum(truth) / n, sum(predicted) / n
+    expected = p_true * p_pred + (1 - p_true) * (1 - p_pred)
+    if expected >= 1.0:
+        return None  # both raters constant: kappa is undefined
+    return (observed - expected) / (1 - expected)
+
+
+def evaluate(judged: Sequence[Judged], thresholds: dict[str, float] | None = None,
+             default_threshold: float = 0.5) -> EvalReport:
+    thresholds = dict(thresholds or {})
+    items = list(dict.fromkeys(j.item_id for j in judged))
+    used = {item: thresholds.get(item, default_threshold) for item in items}
+    per_item = {item: agreement([(j.label.met, j.probability) for j in judged if j.item_id == item], used[item])
+                for item in items}
+    overall = _pooled(judged, used)
+    return EvalReport(overall, per_item, used)
+
+
+def _pooled(judged: Sequence[Judged], thresholds: dict[str, float]) -> Agreement:
+    # Pool verdicts (not probabilities) so that each item is counted with its own threshold; the Brier score
+    # stays on the raw probabilities.
+    verdicts = [(j.label.met, None if j.probability is None else (1.0 if j.probability >= thresholds[j.item_id]
+                                                                     else 0.0)) for j in judged]
+    counted = agreement(verdicts, 0.5)
+    raw = agreement([(j.label.met, j.probability) for j in judged])
+    return replace(counted, brier=raw.brier)
+
+
+def fit_thresholds(judged: Sequence[Judged]) -> dict[str, float]:
+    """Per item, the threshold that maximises balanced accuracy on the labels (ties: the one nearest 0.5).
+
+    Candidates are midpoints between consecutive distinct probabilities. Fitted in-sample: with a few labels
+    per item this overfits, which the report says next to the figures.
+    """
+    fitted = {}
+    for item in dict.fromkeys(j.item_id for j in judged):
+        pairs = [(j.label.met, j.probability) for j in judged if j.item_id == item and j.probability is not None]
+        if not pairs:
+            continue
+        values = sorted({p for _, p in pairs})
+        candidates = [0.5] + [(a + b) / 2 for a, b in zip(values, values[1:])]
+        candidates += [values[0] / 2, (values[-1] + 1) / 2]
+        # Thresholds must lie strictly inside (0, 1) to be valid in a rubric.
+        candidates = sorted({round(min(max(t, 0.001), 0.999), 4) for t in candidates})
+        fitted[item] = max(candidates, key=lambda t: (agreement(pairs, t).balanced_accuracy, -abs(t - 0.5)))
+    return fitted
+
+
+def cross_validated(judged: Sequence[Judged]) -> EvalReport:
+    """Leave one trajectory out: each verdict counted with thresholds fitted on the other trajectories only,
+    an honest estimate of what --fit-thresholds buys on unseen trajectories."""
+    verdicts = []
+    for key in dict.fromkeys(j.label.trajectory_key for j in judged):
+        fitted = fit_thresholds([j for j in judged if j.label.trajectory_key != key])
+        for j in judged:
+            if j.label.trajectory_key == key:
+                p = j.probability
+                hard = None if p is None else (1.0 if p >= fitted.get(j.item_id, 0.5) else 0.0)
+                verdicts.append((j, hard))
+    items = list(dict.fromkeys(j.item_id for j in judged))
+    per_item = {}
+    for item in items:
+        counted = agreement([(j.label.met, hard) for j, hard in verdicts if j.item_id == item])
+        raw = agreement([(j.label.met, j.probability) for j in judged if j.item_id == item])
+        per_item[item] = replace(counted, brier=raw.brier)
+    counted = agreement([(j.label.met, hard) for j, hard in verdicts])
+    overall = replace(counted, brier=agreement([(j.label.met, j.probability) for j in judged]).brier)
+    return EvalReport(overall, per_item, {})
+
+
+def calibrate_likelihood(judged: Sequence[Judged]) -> tuple[list[Judged], tuple[float, float]]:
+    """Fit (scale, offset) of the likelihood method on judgments made with scale 1 and offset 0 (so that
+    logit(probability) is the raw pmi), and return the judgments recalibrated with the fit."""
+    from rubrics.judges.likelihood import fit_logistic, logit, sigmoid
+
+    scored = [j for j in judged if j.probability is not None]
+    scale, offset = fit_logistic([logit(j.probability) for j in scored], [j.label.met for j in scored])
+    recalibrated = [j if j.probability is None else replace(j, probability=sigmoid(scale * logit(j.probability)
+                                                                                       + offset)) for j in judged]
+    return recalibrated, (scale, offset)
+
+
+def report_dict(report: EvalReport) -> dict[str, Any]:
+    from dataclasses import asdict
+
+    return {"overall": asdict(report.overall), "per_item": {k: asdict(v) for k, v in report.per_item.items()},
+            "thresholds": report.thresholds}
+
+
+def _fmt(value: float | None) -> str:
+    return "  -  " if value is None else f"{value:5.2f}"
+
+
+def render_report(title: str, report: dict[str, Any]) -> str:
+    lines = [title, f"  {'item':<22} {'n':>4} {'pos':>4} {'err':>4}  {'acc':>5} {'bal':>5} {'kappa':>5} "
+                    f"{'brier':>5} {'thr':>5}"]
+    rows = list(report["per_item"].items()) + [("OVERALL", report["overall"])]
+    for name, a in rows:
+        threshold = report["thresholds"].get(name)
+        lines.append(f"  {name:<22} {a['n']:>4} {a['positives']:>4} {a['errors']:>4}  {_fmt(a['accuracy'])} "
+                     f"{_fmt(a['balanced_accuracy'])} {_fmt(a['kappa'])} {_fmt(a['brier'])} {_fmt(threshold)}")
+    return "\n".join(lines) + "\n"
+
+
+def render(output: dict[str, Any]) -> str:
+    parts = [f"judge: {output['judge']}   labels judged: {output['labels']}\n"]
+    if "likelihood_calibration" in output:
+        c = output["likelihood_calibration"]
+        parts.append(f"likelihood calibration (logistic fit, in-sample): SCALE = {c['scale']:.4f}  "
+                     f"OFFSET = {c['offset']:.4f}\n")
+    parts.append(render_report("agreement with the labels" + (" (calibrated in-sample)"
+                                                               if "likelihood_calibration" in output else ""),
+                               output["report"]))
+    if "fitted_thresholds" in output:
+        parts.append(render_report("with fitted per-item thresholds (in-sample, optimistic)",
+                                   output["report_with_fitted_thresholds"]))
+        parts.append(render_report("with thresholds fitted leaving each trajectory out (honest estimate)",
+                                   output["leave_one_trajectory_out"]))
+        parts.append("proposed thresholds (item: threshold):\n" + "".join(
+            f"  {k}: {v:.3f}\n" for k, v in output["fitted_thresholds"].items()))
+    if "engine" in output:
+        parts.append("engine: " + ", ".join(f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}"
+                                            for k, v in output["engine"].items()) + "\n")
+    return "\n".join(parts)

@@ -1,0 +1,243 @@
+"""OpenAIJudge: the judge on any OpenAI-compatible server (vLLM, SGLang, llama.cpp server, `rubric serve`).
+
+It sends the same prompt layout as the embedded judge (rubrics/judges/prompts.py): one system turn that every
+request shares, then one user turn that starts with the trajectory's context and ends with the item, so a
+server with automatic prefix caching computes each trajectory's context once. Requests for one trajectory are
+sent next to each other for the same reason.
+
+Verdicts use the "choice" method: P(Yes) normalised over the two answer tokens, read from the first answer
+token's top log-probabilities. A server that returns no log-probabilities gets a strictly parsed one-word
+answer instead (probability 1 or 0); a server that gives neither, or a call that still fails after its
+retries, gives an error verdict, never a silent unmet.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+import threading
+from collections.abc import Coroutine, Sequence
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
+
+import httpx
+
+from rubrics.judges import prompts
+from rubrics.judges.openai_http import JudgeHTTPError, RetryPolicy, get_json, post_json
+from rubrics.judges.protocol import JudgeRequest, Verdict
+
+API_KEY_VARIABLES = ("RUBRICS_OPENAI_API_KEY", "OPENAI_API_KEY")
+# OpenAI and vLLM cap top_logprobs at 20; more would be rejected by some servers.
+TOP_LOGPROBS = 20
+T = TypeVar("T")
+
+
+class JudgeAnswerError(ValueError):
+    """The server answered, but with nothing a verdict can be read from."""
+
+
+def api_key_from_environment() -> str | None:
+    for name in API_KEY_VARIABLES:
+        if os.environ.get(name):
+            return os.environ[name]
+    return None
+
+
+def chat_completions_url(base_url: str) -> str:
+    """`http://host:8000` and `http://host:8000/v1` both mean the server's /v1/chat/completions."""
+    base = base_url.rstrip("/")
+    parts = urlsplit(base)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ValueError(f"base_url: expected an http(s) URL such as http://127.0.0.1:8000/v1, got {base_url!r}")
+    if not parts.path:
+        base += "/v1"
+    return base + "/chat/completions"
+
+
+class OpenAIJudge:
+    """`rubrics.OpenAIJudge(base_url="http://127.0.0.1:8000/v1", model="Qwen/Qwen3-8B")`.
+
+    concurrency bounds the requests in flight; timeout is each judge call's deadline in seconds, retries and
+    backoff included; max_retries counts the retries after the first attempt (429, 5xx, connection errors).
+    """
+
+    def __init__(self, base_url: str, model: str | None = None, api_key: str | None = None, *, concurrency: int = 16,
+                 timeout: float = 120.0, max_retries: int = 4, top_logprobs: int = TOP_LOGPROBS,
+                 seed: int | None = 0):
+        if concurrency < 1:
+            raise ValueError(f"concurrency: expected an integer >= 1, got {concurrency!r}")
+        if not timeout > 0:
+            raise ValueError(f"timeout: expected seconds > 0, got {timeout!r}")
+        if max_retries < 0:
+            raise ValueError(f"max_retries: expected an integer >= 0, got {max_retries!r}")
+        self.url = chat_completions_url(base_url)
+        self.models_url = self.url.removesuffix("/chat/completions") + "/models"
+        self.model = model
+        self.name = f"openai:{model or 'served-model'}"
+        self.concurrency = concurrency
+        self.timeout = float(timeout)
+        self.policy = RetryPolicy(max_retries=max_retries)
+        self.top_logprobs = top_logprobs
+        self.seed = seed
+        key = api_key or api_key_from_environment()
+        self._headers = {"Authorization": f"Bearer {key}"} if key else {}
+
+    # ---------------------------------------------------------------- public
+
+    def judge(self, requests: Sequence[JudgeRequest]) -> list[Verdict]:
+        if not requests:
+            return []
+        return _run_blocking(self.ajudge(requests))
+
+    async def ajudge(self, requests: Sequence[JudgeRequest]) -> list[Verdict]:
+        limits = httpx.Limits(max_connections=self.concurrency, max_keepalive_connections=self.concurrency)
+        # httpx's own timeout stays off: post_json enforces one deadline over all attempts.
+        async with httpx.AsyncClient(limits=limits, timeout=None) as client:
+            if self.model is None:
+                try:
+                    await self._discover_model(client)
+                except (JudgeHTTPError, JudgeAnswerError) as exc:
+                    return [Verdict(met=None, probability=None, error=str(exc)) for _ in requests]
+            gate = asyncio.Semaphore(self.concurrency)
+            return list(await asyncio.gather(*(self._judge_one(client, gate, r) for r in requests)))
+
+    async def _discover_model(self, client: httpx.AsyncClient) -> None:
+        """No --model given: use the server's model when it serves exactly one (as `rubric serve` does)."""
+        body = await get_json(client, self.models_url, deadline_s=self.timeout, policy=self.policy,
+                              headers=self._headers)
+        ids = [entry.get("id") for entry in body.get("data") or [] if isinstance(entry, dict)]
+        if len(ids) != 1 or not isinstance(ids[0], str):
+            raise JudgeAnswerError(f"{self.models_url} lists {len(ids)} models {ids[:5]}; name one with --model")
+        self.model = ids[0]
+        self.name = f"openai:{self.model}"
+
+    # ---------------------------------------------------------------- one request
+
+    async def _judge_one(self, client: httpx.AsyncClient, gate: asyncio.Semaphore,
+                         request: JudgeRequest) -> Verdict:
+        method = request.method or prompts.CHOICE
+        if method != prompts.CHOICE:
+            return Verdict(met=None, probability=None, error=(
+                f"method {method!r} needs prompt log-probabilities, which OpenAI-compatible chat servers do not "
+                f"return; use method: choice with --judge openai, or the embedded judge"))
+        try:
+            async with gate:
+                messages = prompts.chat_messages(request, prompts.CHOICE)
+                rationale = None
+                if request.mode == "reasoned":
+                    rationale = await self._rationale(client, messages, request.max_tokens)
+                    messages = messages + prompts.verdict_follow_up(rationale)
+                body = await self._post(client, messages, max_tokens=1, logprobs=True)
+            return verdict_from_answer(body, request.threshold, rationale)
+        except (JudgeHTTPError, JudgeAnswerError) as exc:
+            return Verdict(met=None, probability=None, error=str(exc))
+        except Exception as exc:  # noqa: BLE001 - one broken request must never sink the batch
+            return Verdict(met=None, probability=None, error=f"judge call failed: {type(exc).__name__}: {exc}")
+
+    async def _rationale(self, client: httpx.AsyncClient, messages: list[dict[str, Any]], max_tokens: int) -> str:
+        body = await self._post(client, messages, max_tokens=max_tokens, logprobs=False)
+        text = (first_choice(body).get("message") or {}).get("content")
+        if not isinstance(text, str) or not text.strip():
+            raise JudgeAnswerError(f"{self.url} returned an empty rationale in reasoned mode")
+        return text.strip()
+
+    async def _post(self, client: httpx.AsyncClient, messages: list[dict[str, Any]], *, max_tokens: int,
+                    logprobs: bool) -> dict[str, Any]:
+        payload: dict[str, Any] = {"model": self.model, "messages": messages, "max_tokens": max_tokens,
+                                   "temperature": 0.0}
+        if self.seed is not None:
+            payload["seed"] = self.seed
+        if logprobs:
+            payload.update(logprobs=True, top_logprobs=self.top_logprobs)
+        return await post_json(client, self.url, payload, deadline_s=self.timeout, policy=self.policy,
+                               headers=self._headers)
+
+
+# -------------------------------------------------------------------- reading a verdict
+
+
+def first_choice(body: dict[str, Any]) -> dict[str, Any]:
+    choices = body.get("choices") if isinstance(body, dict) else None
+    if not choices or not isinstance(choices[0], dict):
+        raise JudgeAnswerError(f"the server's answer has no choices: {str(body)[:200]}")
+    return choices[0]
+
+
+def verdict_from_answer(body: dict[str, Any], threshold: float, rationale: str | None = None) -> Verdict:
+    choice = first_choice(body)
+    probability = choice_probability(choice)
+    if probability is not None:
+        return Verdict(met=probability >= threshold, probability=probability, rationale=rationale)
+    text = (choice.get("message") or {}).get("content")
+    met = parse_one_word_answer(text)
+    if met is None:
+        raise JudgeAnswerError(
+            f"the server returned no log-probabilities for {prompts.ANSWER_CHOICES[0]}/{prompts.ANSWER_CHOICES[1]}"
+            f" and its answer {str(text)[:80]!r} is not one of them")
+    note = "verdict parsed from the answer text: the server returned no log-probabilities"
+    return Verdict(met=met, probability=1.0 if met else 0.0, rationale=f"{rationale}\n{note}" if rationale else note)
+
+
+def choice_probability(choice: dict[str, Any]) -> float | None:
+    """P(Yes) / (P(Yes) + P(No)) from the first generated token's top log-probabilities.
+
+    Only the exact answer tokens count, as in the embedded judge's choice method, so the two judges agree on one
+    model. When one answer is outside the top-k, its log-probability is at most the smallest one shown, and that
+    bound stands in for it (a conservative probability). None when neither answer is shown.
+    """
+    content = (choice.get("logprobs") or {}).get("content")
+    if not content or not isinstance(content[0], dict):
+        return None
+    first = content[0]
+    top = [entry for entry in first.get("top_logprobs") or [] if isinstance(entry, dict)]
+    if not top:   # the sampled token alone says nothing about the other answer
+        return None
+    candidates = {first.get("token"): first.get("logprob")}
+    for entry in top:
+        candidates.setdefault(entry.get("token"), entry.get("logprob"))
+    shown = {token: float(lp) for token, lp in candidates.items() if isinstance(lp, (int, float))}
+    if not shown:
+        return None
+    yes, no = (shown.get(answer) for answer in prompts.ANSWER_CHOICES)
+    if yes is None and no is None:
+        return None
+    floor = min(shown.values())
+    yes = floor if yes is None else yes
+    no = floor if no is None else no
+    return 1.0 / (1.0 + math.exp(no - yes))
+
+
+def parse_one_word_answer(text: Any) -> bool | None:
+    """Yes/No (any case, one trailing period allowed) and nothing else: anything longer is not a verdict."""
+    if not isinstance(text, str):
+        return None
+    word = text.strip().removesuffix(".").strip().lower()
+    answers = [answer.lower() for answer in prompts.ANSWER_CHOICES]
+    if word == answers[0]:
+        return True
+    if word == answers[1]:
+        return False
+    return None
+
+
+def _run_blocking(coroutine: Coroutine[Any, Any, T]) -> T:
+    """asyncio.run, also from code that already runs an event loop (a notebook): then in a helper thread."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)
+    result: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            result["value"] = asyncio.run(coroutine)
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+            result["error"] = exc
+
+    thread = threading.Thread(target=target, name="openai-judge")
+    thread.start()
+    thread.join()
+    if "error" in result:
+        raise result["error"]
+    return result["value"]

@@ -1,0 +1,167 @@
+"""Plan + trajectories + judge -> Results, with the scoring rule of SPEC section 1.
+
+Every judge request of every trajectory goes to the judge in one call, so the engine can batch them
+and share prompt prefixes. Whatever goes wrong with one trajectory or one item (a trajectory that
+will not load, a check that fails, a judge that errors) is reported on that trajectory or item only.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Iterable, Sequence
+
+from rubrics.compiler import CodeStep, JudgeStep, Plan, compile_rubric
+from rubrics.judges.protocol import Judge, Verdict
+from rubrics.result import ItemResult, Result
+
+Progress = Callable[[int, int], None]   # (trajectories done, total)
+
+
+@dataclass(frozen=True)
+class LoadFailure:
+    trajectory_id: str
+    message: str
+
+
+def _load(src: Any, index: int):
+    from rubrics.trajectory import Trajectory, load_trajectory
+
+    if isinstance(src, Trajectory):
+        return src
+    if isinstance(src, Exception):   # e.g. a TrajectoryLoadError yielded by iter_trajectory_file
+        return LoadFailure(getattr(src, "source", None) or f"#{index}", str(src))
+    try:
+        return load_trajectory(src)
+    except (ValueError, OSError, TypeError) as exc:
+        name = str(src) if isinstance(src, (str, bytes)) or hasattr(src, "__fspath__") else None
+        if name is None and isinstance(src, dict) and isinstance(src.get("id"), str):
+            name = src["id"]
+        return LoadFailure(name or f"#{index}", f"cannot load the trajectory: {exc}")
+
+
+def run_code_step(step: CodeStep, trajectory) -> ItemResult:
+    from rubrics.checks.base import CheckError
+
+    item = step.item
+    base = dict(id=item.id, kind=item.kind, text=item.label or None, points=item.points, method="code")
+    try:
+        outcome = step.spec.run(step.config, trajectory)
+    except CheckError as exc:
+        return ItemResult(**base, status="error", evidence="", error=f"check '{item.check}' failed: {exc}")
+    except Exception as exc:  # a bug in one check must not sink the batch; it is reported, not hidden
+        return ItemResult(**base, status="error", evidence="",
+                          error=f"internal error in check '{item.check}': {type(exc).__name__}: {exc}")
+    return ItemResult(**base, status="met" if outcome.met else "unmet", evidence=outcome.evidence)
+
+
+def judge_item_result(step: JudgeStep, verdict: Verdict) -> ItemResult:
+    item = step.item
+    base = dict(id=item.id, kind=item.kind, text=item.label or None, points=item.points, method="judge",
+                probability=verdict.probability)
+    if verdict.error is not None or verdict.met is None:
+        return ItemResult(**base, status="error", evidence=verdict.rationale or "",
+                          error=verdict.error or "the judge returned no verdict")
+    evidence = verdict.rationale or (f"judge probability {verdict.probability:.3f} (threshold {step.threshold})"
+                                     if verdict.probability is not None else "judge verdict")
+    return ItemResult(**base, status="met" if verdict.met else "unmet", evidence=evidence)
+
+
+def call_judge(judge: Judge, requests: list) -> list[Verdict]:
+    """The judge's verdicts, or one error verdict per request when the judge as a whole fails."""
+    from rubrics.judges.extras import explain_missing
+
+    if not requests:
+        return []
+    try:
+        verdicts = list(judge.judge(requests))
+    except Exception as exc:
+        explained = explain_missing(exc)
+        reason = str(explained) if explained else f"judge '{getattr(judge, 'name', judge)}' failed: " \
+                                                  f"{type(exc).__name__}: {exc}"
+        return [Verdict(met=None, probability=None, error=reason) for _ in requests]
+    if len(verdicts) != len(requests):
+        reason = f"judge returned {len(verdicts)} verdicts for {len(requests)} requests"
+        return [Verdict(met=None, probability=None, error=reason) for _ in requests]
+    return verdicts
+
+
+def assemble(plan: Plan, trajectory, items: list[ItemResult], judge_name: str | None) -> Result:
+    gates = [i for i in items if i.kind == "gate"]
+    criteria = [i for i in items if i.kind == "criterion"]
+    if any(i.status == "unmet" for i in gates):
+        gates_passed = False
+    elif any(i.status == "error" for i in gates):
+        gates_passed = None
+    else:
+        gates_passed = True
+    earned = sum(i.points or 0 for i in criteria if i.status == "met")
+    total = plan.rubric.total
+    score = 0.0 if gates_passed is False or total <= 0 else min(1.0, max(0, earned) / total)
+    return Result(trajectory_id=trajectory.id, task_id=trajectory.task_id, rubric_id=plan.rubric.id, score=score,
+                  gates_passed=gates_passed, earned=earned, total=total,
+                  complete=all(i.status != "error" for i in items), items=items,
+                  errors=[f"{i.id}: {i.error}" for i in items if i.status == "error"], judge=judge_name)
+
+
+def failed_result(plan: Plan, failure: LoadFailure) -> Result:
+    return Result(trajectory_id=failure.trajectory_id, rubric_id=plan.rubric.id, score=0.0, gates_passed=None,
+                  earned=0, total=plan.rubric.total, complete=False, items=[], errors=[failure.message])
+
+
+def resolve_judge(judge: Judge | None, plan: Plan) -> Judge | None:
+    """The judge to use; None when the rubric has no judge item (then none is ever constructed)."""
+    if not plan.needs_judge:
+        return None
+    if judge is None:
+        from rubrics.judges.extras import make_embedded_judge
+        return make_embedded_judge()
+    return judge
+
+
+def grade_plan(plan: Plan, trajectories: Sequence, judge: Judge | None,
+               progress: Progress | None = None) -> list[Result]:
+    """Grade already-loaded trajectories (or LoadFailures) with a compiled plan and a resolved judge."""
+    code_items: list[dict[str, ItemResult]] = []
+    requests, owners, seen_ids = [], [], set()
+    for index, trajectory in enumerate(trajectories):
+        if isinstance(trajectory, LoadFailure):
+            code_items.append({})
+            continue
+        code_items.append({s.item.id: run_code_step(s, trajectory) for s in plan.steps if isinstance(s, CodeStep)})
+        unique = trajectory.id not in seen_ids
+        seen_ids.add(trajectory.id)
+        for request in plan.judge_requests(trajectory):
+            if not unique:   # request keys must be unique within one judge call
+                request = replace(request, key=f"{trajectory.id}#{index}::{request.item_id}")
+            requests.append(request)
+            owners.append(index)
+    verdicts = call_judge(judge, requests) if requests else []
+    judged: list[dict[str, Verdict]] = [{} for _ in trajectories]
+    for owner, request, verdict in zip(owners, requests, verdicts):
+        judged[owner][request.item_id] = verdict
+    judge_name = getattr(judge, "name", type(judge).__name__) if judge is not None and plan.needs_judge else None
+    results = []
+    for index, trajectory in enumerate(trajectories):
+        if isinstance(trajectory, LoadFailure):
+            results.append(failed_result(plan, trajectory))
+        else:
+            items = [code_items[index][s.item.id] if isinstance(s, CodeStep)
+                     else judge_item_result(s, judged[index][s.item.id]) for s in plan.steps]
+            results.append(assemble(plan, trajectory, items, judge_name))
+        if progress is not None:
+            progress(index + 1, len(trajectories))
+    return results
+
+
+def score_many(trajectories: Iterable, rubric, judge: Judge | None = None,
+               progress: Progress | None = None) -> list[Result]:
+    """Results in input order. A trajectory that cannot be loaded gets a Result with `errors` and no items."""
+    from rubrics.loading import load_rubric
+
+    plan = compile_rubric(load_rubric(rubric))
+    loaded = [_load(src, i) for i, src in enumerate(trajectories)]
+    return grade_plan(plan, loaded, resolve_judge(judge, plan), progress)
+
+
+def score(trajectory, rubric, judge: Judge | None = None) -> Result:
+    """Grade one trajectory (path, dict or Trajectory) against a rubric (path, YAML text, dict or Rubric)."""
+    return score_many([trajectory], rubric, judge)[0]

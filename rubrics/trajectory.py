@@ -1,0 +1,496 @@
+"""Trajectory v1 (SPEC section 2): the pydantic model and the loaders for the accepted input shapes.
+
+Accepted shapes: our object, a bare list of OpenAI chat messages, OpenAI tool calls whose arguments are a
+JSON string, and content given as a list of parts. Loading never lets a pydantic or JSON error escape: a
+broken trajectory becomes a `TrajectoryError` whose message names the file, the line and the field.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
+from pydantic.json_schema import SkipJsonSchema
+
+SEND_EMAIL_TOOL = "send_email"
+
+
+class TrajectoryError(ValueError):
+    """One trajectory that cannot be loaded; the message names file, line and field."""
+
+
+class TrajectoryLoadError(TrajectoryError):
+    """A bad entry of a trajectory file, yielded as a value by `iter_trajectory_file` so the rest still load."""
+
+    def __init__(self, source: str, message: str):
+        super().__init__(f"{source}: {message}")
+        self.source = source
+        self.message = message
+
+
+def _as_text(value: Any) -> str | None:
+    """Flattens message content: list-of-parts content keeps its text parts, other JSON is dumped."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        texts = [_part_text(part) for part in value]
+        return "\n".join(text for text in texts if text)
+    if isinstance(value, dict):
+        return _part_text(value)
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _part_text(part: Any) -> str:
+    if isinstance(part, str):
+        return part
+    if isinstance(part, dict):
+        if isinstance(part.get("text"), str):
+            return part["text"]
+        if part.get("type") == "tool_result":
+            return _as_text(part.get("content")) or ""
+        if part.get("type") == "tool_use":
+            return ""  # becomes a ToolCall, see Message._normalize
+    return json.dumps(part, ensure_ascii=False) if part is not None else ""
+
+
+def _parse_arguments(raw: Any) -> dict[str, Any]:
+    """OpenAI sends arguments as a JSON string; bad JSON is kept raw rather than sinking the trajectory."""
+    if raw is None:
+        return {}
+    if isinstance(raw, dict):
+        return raw
+    if isinstance(raw, str):
+        if not raw.strip():
+            return {}
+        try:
+            parsed = json.loads(raw)
+        except ValueError:
+            return {"_raw": raw}
+        return parsed if isinstance(parsed, dict) else {"_raw": raw}
+    return {"_raw": raw}
+
+
+def _as_address_list(value: Any) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        parts = [p.strip() for p in value.replace(";", ",").split(",")]
+        # "a@x, b@y" is two recipients; "Doe, Jane <j@x>" is one, so split only when every piece is an address.
+        if len(parts) > 1 and all("@" in p for p in parts):
+            return parts
+        return [value.strip()] if value.strip() else []
+    if isinstance(value, dict):
+        return [_address_from_dict(value)]
+    if isinstance(value, list):
+        return [_address_from_dict(v) if isinstance(v, dict) else str(v) for v in value if v is not None]
+    return [str(value)]
+
+
+def _address_from_dict(value: dict) -> str:
+    address = str(value.get("email") or value.get("address") or "")
+    name = value.get("name")
+    return f"{name} <{address}>" if name and address else address or json.dumps(value)
+
+
+class ToolCall(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    id: str | None = None
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _normalize(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        function = data.pop("function", None)
+        if isinstance(function, dict):  # OpenAI: {"type": "function", "function": {"name", "arguments"}}
+            data.setdefault("name", function.get("name"))
+            data.setdefault("arguments", function.get("arguments"))
+        for alias in ("input", "args"):  # Anthropic tool_use parts, and common hand-written logs
+            if alias in data and "arguments" not in data:
+                data["arguments"] = data.pop(alias)
+        data["arguments"] = _parse_arguments(data.get("arguments"))
+        if data.get("id") is not None and not isinstance(data["id"], str):
+            data["id"] = str(data["id"])
+        return data
+
+
+class Message(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    role: str
+    content: str | None = None
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    tool_call_id: str | None = None
+    name: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _normalize(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        content = data.get("content")
+        calls = list(data.get("tool_calls") or [])
+        if isinstance(content, list):
+            calls += [part for part in content if isinstance(part, dict) and part.get("type") == "tool_use"]
+        legacy = data.pop("function_call", None)
+        if isinstance(legacy, dict):  # pre-2024 OpenAI single function call
+            calls.append({"function": legacy})
+        data["tool_calls"] = calls
+        data["content"] = _as_text(content)
+        return data
+
+    @field_validator("tool_call_id", "name", mode="before")
+    @classmethod
+    def _number_is_text(cls, value: Any) -> Any:
+        return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+    def text(self) -> str:
+        return self.content or ""
+
+
+class Attachment(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    name: str
+    content: str = ""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _normalize(cls, data: Any) -> Any:
+        if isinstance(data, str):
+            return {"name": data}
+        if isinstance(data, dict) and "name" not in data:
+            data = dict(data)
+            data["name"] = data.get("filename") or data.get("path") or data.get("file") or ""
+        if isinstance(data, dict) and not isinstance(data.get("content", ""), str):
+            data = dict(data)
+            data["content"] = _as_text(data["content"]) or ""
+        return data
+
+
+class Email(BaseModel):
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    from_: str = Field("", alias="from")
+    to: list[str] = Field(default_factory=list)
+    cc: list[str] = Field(default_factory=list)
+    bcc: list[str] = Field(default_factory=list)
+    subject: str = ""
+    body: str = ""
+    attachments: list[Attachment] = Field(default_factory=list)
+
+    @field_validator("to", "cc", "bcc", mode="before")
+    @classmethod
+    def _addresses(cls, value: Any) -> list[str]:
+        return _as_address_list(value)
+
+    @field_validator("from_", "subject", "body", mode="before")
+    @classmethod
+    def _text(cls, value: Any) -> str:
+        return _as_text(value) or ""
+
+    @field_validator("attachments", mode="before")
+    @classmethod
+    def _attachment_list(cls, value: Any) -> Any:
+        if value is None:
+            return []
+        return value if isinstance(value, list) else [value]
+
+    def recipients(self) -> list[str]:
+        return [*self.to, *self.cc, *self.bcc]
+
+
+class State(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    outbox: list[Email] | None = None
+    files: dict[str, str] = Field(default_factory=dict)
+    tests: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("files", "tests", mode="before")
+    @classmethod
+    def _text_values(cls, value: Any) -> Any:
+        # A JSON file stored as an object is still a file: keep it as its JSON text.
+        if isinstance(value, dict):
+            return {str(k): v if isinstance(v, str) else json.dumps(v, ensure_ascii=False) for k, v in value.items()}
+        return value
+
+
+class Trajectory(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    id: str
+    task_id: str | None = None
+    messages: list[Message] = Field(default_factory=list)
+    final_answer: str | None = None
+    state: State = Field(default_factory=State)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    source: SkipJsonSchema[str | None] = Field(None, exclude=True)  # "file:line" it was loaded from
+
+    # Selector renderings and derived lists, computed once: a trajectory is graded by many checks.
+    # The cache assumes a loaded trajectory is not mutated afterwards.
+    _cache: dict[str, Any] = PrivateAttr(default_factory=dict)
+
+    @field_validator("id", "task_id", mode="before")
+    @classmethod
+    def _id_text(cls, value: Any) -> Any:
+        return str(value) if isinstance(value, int | float) and not isinstance(value, bool) else value
+
+    @field_validator("final_answer", mode="before")
+    @classmethod
+    def _final_text(cls, value: Any) -> Any:
+        return _as_text(value)
+
+    @field_validator("state", "metadata", mode="before")
+    @classmethod
+    def _none_is_empty(cls, value: Any) -> Any:
+        return {} if value is None else value
+
+    def cached(self, key: str, compute):
+        """Returns the cached value for key, computing it once (used by selectors and checks)."""
+        cache = self.__pydantic_private__["_cache"]  # direct: private-attribute lookup is slow on hot paths
+        if key not in cache:
+            cache[key] = compute()
+        return cache[key]
+
+    def final_text(self) -> str:
+        if self.final_answer is not None:
+            return self.final_answer
+        for message in reversed(self.messages):
+            if message.role == "assistant" and message.content:
+                return message.content
+        return ""
+
+    def tool_calls(self) -> list[ToolCall]:
+        return self.cached("tool_calls", lambda: [c for m in self.messages for c in m.tool_calls])
+
+    def emails(self) -> list[Email]:
+        return self.cached("emails", self._compute_emails)
+
+    def _compute_emails(self) -> list[Email]:
+        if self.state.outbox is not None:
+            return self.state.outbox
+        return [_email_from_call(call) for call in self.tool_calls() if _is_send_email(call.name)]
+
+
+def _is_send_email(name: str) -> bool:
+    # MCP-style names prefix the server: "gmail__send_email", "mail.send_email".
+    return name == SEND_EMAIL_TOOL or any(name.endswith(sep + SEND_EMAIL_TOOL) for sep in ("_", ".", "/", ":"))
+
+
+def _email_from_call(call: ToolCall) -> Email:
+    args = call.arguments
+    data = {key: args[key] for key in ("from", "to", "cc", "bcc", "subject", "body") if key in args}
+    attachments = args.get("attachments", args.get("attachment"))
+    if attachments is not None:
+        data["attachments"] = attachments
+    try:
+        return Email.model_validate(data)
+    except ValidationError:
+        # Odd argument shapes must not hide the recipients: keep what validates on its own.
+        return Email(to=data.get("to"), cc=data.get("cc"), bcc=data.get("bcc"))
+
+
+# ---------------------------------------------------------------------------------------------- loading
+
+
+class _Problem(Exception):
+    """A load failure before its source is known; callers add "file:line"."""
+
+    def __init__(self, message: str, line_offset: int = 0, loc: tuple = ()):
+        super().__init__(message)
+        self.message = message
+        self.line_offset = line_offset
+        self.loc = loc  # field path of the first validation error, to find its line in the text
+
+
+def _format_validation_error(error: ValidationError, limit: int = 3) -> str:
+    problems = error.errors()
+    parts = [f"field {'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}" for e in problems[:limit]]
+    if len(problems) > limit:
+        parts.append(f"and {len(problems) - limit} more")
+    return "; ".join(parts)
+
+
+def _default_id(data: Any) -> str:
+    digest = hashlib.sha1(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
+    return f"trajectory-{digest[:10]}"
+
+
+def _is_message_list(data: list) -> bool:
+    # One message without a role is a field error in a message list, not a different kind of document.
+    return all(isinstance(m, dict) for m in data) and any("role" in m for m in data)
+
+
+def _validate(data: Any, default_id: str | None) -> Trajectory:
+    if isinstance(data, list):
+        if not _is_message_list(data):
+            raise _Problem("expected a trajectory object or a list of chat messages that each have a 'role'")
+        data = {"messages": data}
+    if not isinstance(data, dict):
+        raise _Problem(f"expected a JSON object, got {type(data).__name__}")
+    if data.get("id") is None:
+        data = {**data, "id": default_id or _default_id(data)}
+    try:
+        return Trajectory.model_validate(data)
+    except ValidationError as error:
+        raise _Problem(_format_validation_error(error), loc=tuple(error.errors()[0]["loc"])) from None
+    except (TypeError, ValueError, RecursionError) as error:  # a shape no validator planned for
+        raise _Problem(f"{type(error).__name__}: {error}") from None
+
+
+def _decode(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise _Problem(f"column {error.colno}: invalid JSON: {error.msg}", error.lineno - 1) from None
+    except RecursionError:
+        raise _Problem("invalid JSON: nested too deeply") from None
+
+
+def _load_one(text: str, path: str, line: int, default_id: str | None) -> Trajectory:
+    """Decodes and validates one entry; failures become TrajectoryLoadError("path:line", message)."""
+    try:
+        trajectory = _validate(_decode(text), default_id)
+    except _Problem as problem:
+        offset = problem.line_offset or _line_offset_of(text, problem.loc)
+        raise TrajectoryLoadError(f"{path}:{line + offset}", problem.message) from None
+    trajectory.source = f"{path}:{line}"
+    return trajectory
+
+
+def _skip_blanks(text: str, position: int) -> int:
+    while position < len(text) and text[position] in " \t\r\n":
+        position += 1
+    return position
+
+
+def _line_offset_of(text: str, loc: tuple) -> int:
+    """Lines from the start of `text` to the JSON value at `loc` (or the deepest container of it that exists)."""
+    decoder, position = json.JSONDecoder(), _skip_blanks(text, 0)
+    if text[position : position + 1] == "[" and loc[:1] == ("messages",):
+        loc = loc[1:]  # a bare message list was wrapped as {"messages": [...]} before validation
+    try:
+        for step in loc:
+            opener = text[position]
+            if (opener, type(step)) not in (("{", str), ("[", int)):
+                break
+            found, cursor, index = None, position + 1, 0
+            while found is None:
+                cursor = _skip_blanks(text, cursor)
+                if text[cursor] in "]}":
+                    break
+                if opener == "{":
+                    key, cursor = decoder.raw_decode(text, cursor)
+                    cursor = _skip_blanks(text, _skip_blanks(text, cursor) + 1)  # past the colon
+                    hit = key == step
+                else:
+                    hit, index = index == step, index + 1
+                if hit:
+                    found = cursor
+                    break
+                _, cursor = decoder.raw_decode(text, cursor)
+                cursor = _skip_blanks(text, cursor)
+                cursor += text[cursor] == ","
+            if found is None:
+                break
+            position = found
+    except (IndexError, ValueError):
+        pass  # the locator is best effort: the message still names the field
+    return text.count("\n", 0, position)
+
+
+def _looks_like_jsonl(path: Path, text: str) -> bool:
+    if path.suffix.lower() in (".jsonl", ".ndjson"):
+        return True
+    if path.suffix.lower() == ".json":
+        return False
+    lines = [line for line in text.splitlines() if line.strip()]
+    return len(lines) > 1 and all(line.lstrip()[:1] in "{[" for line in lines)
+
+
+def _entries(path: Path, text: str) -> Iterator[tuple[str, int, str]]:
+    """Yields (JSON text, first line, default id) for each trajectory in a file."""
+    if _looks_like_jsonl(path, text):
+        for number, line in enumerate(text.splitlines(), start=1):
+            if line.strip():
+                yield line, number, f"{path.stem}:{number}"
+        return
+    try:
+        data = _decode(text)
+    except _Problem:
+        data = None  # _load_one decodes again and reports where
+    if isinstance(data, list) and data and all(isinstance(t, dict) and "messages" in t for t in data):
+        # A JSON array of trajectory objects: each element is an entry that starts on its own line.
+        for index, (start, end) in enumerate(_element_spans(text, len(data))):
+            line = text.count("\n", 0, start) + 1
+            yield text[start:end], line, f"{path.stem}:{index + 1}"
+        return
+    yield text, 1, path.stem
+
+
+def _element_spans(text: str, count: int) -> list[tuple[int, int]]:
+    """(start, end) offsets of each top-level element of a JSON array."""
+    decoder, spans, position = json.JSONDecoder(), [], text.index("[") + 1
+    for _ in range(count):
+        position = _skip_blanks(text, position)
+        position += text[position] == ","
+        start = _skip_blanks(text, position)
+        _, position = decoder.raw_decode(text, start)
+        spans.append((start, position))
+    return spans
+
+
+def iter_trajectory_file(path: str | Path) -> Iterator[Trajectory | TrajectoryLoadError]:
+    """Yields every trajectory of a .json or .jsonl file; a bad entry is yielded as a TrajectoryLoadError."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as error:
+        yield TrajectoryLoadError(str(path), f"cannot read: {error}")
+        return
+    if not text.strip():
+        yield TrajectoryLoadError(f"{path}:1", "empty file")
+        return
+    for entry, line, default_id in _entries(path, text):
+        try:
+            yield _load_one(entry, str(path), line, default_id)
+        except TrajectoryLoadError as error:
+            yield error
+
+
+def load_trajectory(src: str | Path | dict | list | Trajectory) -> Trajectory:
+    """Loads one trajectory from a path, JSON text, a dict, a list of chat messages, or a Trajectory."""
+    if isinstance(src, Trajectory):
+        return src
+    if isinstance(src, dict | list):
+        try:
+            return _validate(src, None)
+        except _Problem as problem:
+            raise TrajectoryError(f"<trajectory>: {problem.message}") from None
+    if not isinstance(src, str | Path):
+        raise TrajectoryError(f"cannot load a trajectory from {type(src).__name__}")
+    if isinstance(src, str) and src.lstrip()[:1] in ("{", "[") and not _is_file(src):
+        return _load_one(src, "<text>", 1, None)
+    entries = list(iter_trajectory_file(src))
+    if len(entries) != 1:
+        raise TrajectoryError(f"{src}: holds {len(entries)} trajectories; iter_trajectory_file() reads several")
+    if isinstance(entries[0], TrajectoryLoadError):
+        raise entries[0]
+    return entries[0]
+
+
+def _is_file(text: str) -> bool:
+    try:
+        return len(text) < 4096 and Path(text).is_file()
+    except (OSError, ValueError):
+        return False

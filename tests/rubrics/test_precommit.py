@@ -1,0 +1,69 @@
+"""`pre-commit try-repo` with the rubric-lint hook: passes on the example rubric, fails on a broken one.
+
+try-repo installs the hook repository into a fresh virtualenv, so the test builds a throwaway git
+repository holding a copy of the package (the project's own repository is never touched).
+"""
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from rubric_fakes import EXAMPLE_RUBRIC, REPO
+
+pytestmark = pytest.mark.slow
+PACKAGE_FILES = ["pyproject.toml", "README.md", ".pre-commit-hooks.yaml", "rubrics", "judge_engine"]
+
+
+def pre_commit_executable() -> str | None:
+    return shutil.which("pre-commit", path=os.path.dirname(sys.executable)) or shutil.which("pre-commit")
+
+
+def git(cwd: Path, *args: str) -> None:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.test",
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.test"}
+    subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True)
+
+
+@pytest.fixture(scope="module")
+def hook_repo(tmp_path_factory) -> Path:
+    if pre_commit_executable() is None or shutil.which("git") is None:
+        pytest.skip("pre-commit or git is not installed")
+    repo = tmp_path_factory.mktemp("hook-repo")
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
+    for name in PACKAGE_FILES:
+        source = REPO / name
+        if source.is_dir():
+            shutil.copytree(source, repo / name, ignore=ignore)
+        else:
+            shutil.copy2(source, repo / name)
+    git(repo, "init", "-q")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "hook repo")
+    return repo
+
+
+def try_repo(hook_repo: Path, target: Path, home: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PRE_COMMIT_HOME": str(home)}
+    return subprocess.run([pre_commit_executable(), "try-repo", str(hook_repo), "rubric-lint", "--all-files"],
+                          cwd=target, env=env, capture_output=True, text=True, timeout=900)
+
+
+def test_try_repo_passes_on_the_example_and_fails_on_a_broken_rubric(hook_repo, tmp_path):
+    target = tmp_path / "project"
+    (target / "rubrics").mkdir(parents=True)
+    shutil.copy2(EXAMPLE_RUBRIC, target / "rubrics" / "rubric.yaml")
+    (target / "notes.yaml").write_text("not: [a rubric")   # outside the hook's file pattern: never linted
+    git(target, "init", "-q")
+    git(target, "add", "-A")
+    home = tmp_path / "pre-commit-home"
+    good = try_repo(hook_repo, target, home)
+    assert good.returncode == 0, good.stdout + good.stderr
+    assert "rubric lint" in good.stdout and "Passed" in good.stdout
+
+    (target / "team.rubric.yaml").write_text(EXAMPLE_RUBRIC.read_text().replace("points: 3", "points: 0"))
+    git(target, "add", "-A")
+    bad = try_repo(hook_repo, target, home)
+    assert bad.returncode == 1, bad.stdout + bad.stderr
+    assert "Failed" in bad.stdout and "team.rubric.yaml:17:34: error: criteria[0].points" in bad.stdout and "[zero-points]" in bad.stdout

@@ -1,0 +1,186 @@
+import sys
+
+import pytest
+from rubric_fakes import EXAMPLE_RUBRIC, ScriptedJudge, always, trajectory, yaml_text
+
+import rubrics
+from rubrics.judges import NoJudge, Verdict
+from rubrics.judges.extras import MissingExtraError
+
+RUBRIC = yaml_text("""
+    version: 1
+    id: r
+    task: t
+    gates:
+      - {id: g-code, contains: {text: GATE}}
+      - {id: g-judge, judge: the gate holds}
+    criteria:
+      - {id: r3, points: 3, contains: {text: THREE}}
+      - {id: r2, points: 2, judge: good}
+      - {id: p4, points: -4, contains: {text: BAD}}
+      - {id: p1, points: -1, judge: bad}
+""")
+
+
+def by_id(result):
+    return {item.id: item for item in result.items}
+
+
+def test_all_met_rewards_and_no_penalty():
+    result = rubrics.score(trajectory("GATE THREE"), RUBRIC, judge=ScriptedJudge(
+        lambda r: Verdict(met=not r.penalty, probability=0.8)))
+    assert (result.gates_passed, result.earned, result.total, result.score, result.complete) == (True, 5, 5, 1.0, True)
+    assert result.judge == "scripted" and result.errors == []
+    item = by_id(result)["r2"]
+    assert (item.method, item.status, item.probability, item.points) == ("judge", "met", 0.8, 2)
+    assert by_id(result)["r3"].method == "code" and "THREE" in by_id(result)["r3"].evidence
+
+
+def test_failed_gate_gives_zero_but_every_item_is_reported():
+    result = rubrics.score(trajectory("THREE"), RUBRIC, judge=always(True))
+    assert result.gates_passed is False and result.score == 0.0
+    assert len(result.items) == 6 and by_id(result)["r3"].status == "met"
+    assert result.earned == 3 - 1 + 2   # r3 + r2 - p1: earned is still computed and reported
+
+
+def test_penalties_clip_at_zero():
+    result = rubrics.score(trajectory("GATE BAD"), RUBRIC, judge=ScriptedJudge(
+        lambda r: Verdict(met=r.penalty or r.kind == "gate", probability=0.9)))
+    assert result.earned == -5 and result.score == 0.0 and result.gates_passed is True
+
+
+def test_partial_score():
+    result = rubrics.score(trajectory("GATE THREE BAD"), RUBRIC, judge=always(True))
+    assert result.earned == 3 + 2 - 4 - 1 and result.score == 0.0
+    result = rubrics.score(trajectory("GATE THREE"), RUBRIC, judge=always(False).__class__(
+        lambda r: Verdict(met=r.kind == "gate", probability=0.5)))
+    assert result.earned == 3 and result.score == pytest.approx(3 / 5)
+
+
+def test_judge_errors_are_errors_never_unmet():
+    result = rubrics.score(trajectory("GATE THREE"), RUBRIC, judge=always(None, error="server down"))
+    items = by_id(result)
+    assert items["g-judge"].status == "error" and items["g-judge"].error == "server down"
+    assert result.gates_passed is None and result.complete is False
+    assert result.score == pytest.approx(3 / 5)   # what was evaluated; `complete` says it is partial
+    assert "g-judge: server down" in result.errors
+
+
+def test_no_judge_reports_not_evaluated():
+    result = rubrics.score(trajectory("GATE THREE"), RUBRIC, judge=NoJudge())
+    statuses = {i.id: (i.status, i.error) for i in result.items if i.method == "judge"}
+    assert all(s == "error" and "not evaluated" in e and "--judge none" in e for s, e in statuses.values())
+    assert result.complete is False and result.judge == "none"
+
+
+class Exploding:
+    name = "exploding"
+
+    def judge(self, requests):
+        raise RuntimeError("boom")
+
+
+class Short:
+    name = "short"
+
+    def judge(self, requests):
+        return [Verdict(met=True, probability=1.0)]
+
+
+@pytest.mark.parametrize("judge, message", [(Exploding(), "judge 'exploding' failed: RuntimeError: boom"),
+                                            (Short(), "judge returned 1 verdicts for 3 requests")])
+def test_a_broken_judge_fails_its_items_only(judge, message):
+    result = rubrics.score(trajectory("GATE THREE"), RUBRIC, judge=judge)
+    judged = [i for i in result.items if i.method == "judge"]
+    assert all(i.status == "error" and i.error == message for i in judged)
+    assert by_id(result)["r3"].status == "met"
+
+
+def test_check_errors_and_crashes_are_item_errors(monkeypatch):
+    from rubrics.checks.base import CheckError
+    from rubrics.checks.text import ContainsCheck
+
+    def fail(self, config, traj):
+        if "THREE" in config.needles:
+            raise CheckError("grader broke")
+        raise ZeroDivisionError("bug")
+
+    monkeypatch.setattr(ContainsCheck, "run", fail)
+    result = rubrics.score(trajectory("GATE"), RUBRIC, judge=always(True))
+    items = by_id(result)
+    assert items["r3"].status == "error" and "grader broke" in items["r3"].error
+    assert items["g-code"].status == "error" and "ZeroDivisionError: bug" in items["g-code"].error
+    assert result.gates_passed is None and not result.complete
+
+
+def test_score_many_sends_every_request_in_one_call_and_isolates_bad_trajectories():
+    judge = always(True)
+    trajs = [trajectory("GATE", id="a"), {"id": "bad", "messages": "not a list"}, trajectory("GATE THREE", id="b")]
+    results = rubrics.score_many(trajs, RUBRIC, judge=judge)
+    assert len(judge.calls) == 1 and [r.key for r in judge.calls[0]] == \
+        ["a::g-judge", "a::r2", "a::p1", "b::g-judge", "b::r2", "b::p1"]
+    assert [r.trajectory_id for r in results] == ["a", "bad", "b"]
+    assert results[1].items == [] and results[1].complete is False and "cannot load" in results[1].errors[0]
+    assert results[0].complete and results[2].complete
+
+
+def test_duplicate_trajectory_ids_get_unique_request_keys():
+    judge = always(True)
+    rubrics.score_many([trajectory("x", id="same"), trajectory("y", id="same")], RUBRIC, judge=judge)
+    keys = [r.key for r in judge.calls[0]]
+    assert len(keys) == len(set(keys))
+
+
+def test_progress_is_reported():
+    seen = []
+    rubrics.score_many([trajectory("a", id="1"), trajectory("b", id="2")], RUBRIC, judge=always(True),
+                       progress=lambda done, total: seen.append((done, total)))
+    assert seen == [(1, 2), (2, 2)]
+
+
+def test_deterministic_rubric_never_builds_a_judge(monkeypatch):
+    import rubrics.judges.extras as extras
+
+    monkeypatch.setattr(extras, "make_embedded_judge", lambda **kw: pytest.fail("judge built"))
+    text = RUBRIC.split("gates:")[0] + "criteria:\n  - {id: c, points: 1, contains: {text: x}}\n"
+    result = rubrics.score(trajectory("x"), text)   # judge=None would mean the embedded judge
+    assert result.score == 1.0 and result.judge is None
+
+
+def test_embedded_judge_construction_failing_on_a_missing_extra_says_how_to_install(monkeypatch):
+    import types
+
+    class EmbeddedJudge:
+        def __init__(self, **options):
+            raise ModuleNotFoundError("No module named 'torch'", name="torch")
+
+    monkeypatch.setitem(sys.modules, "rubrics.judges.embedded", types.SimpleNamespace(EmbeddedJudge=EmbeddedJudge))
+    with pytest.raises(MissingExtraError, match=r"pip install 'agent-rubrics\[engine\]'"):
+        rubrics.score(trajectory("GATE"), RUBRIC)
+
+
+@pytest.mark.parametrize("missing", ["torch", "transformers"])
+def test_real_embedded_judge_without_the_engine_says_how_to_install(monkeypatch, missing):
+    for name in list(sys.modules):
+        if name.split(".")[0] == missing:
+            monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, missing, None)   # what an environment without the extra looks like
+    with pytest.raises(MissingExtraError, match=rf"'{missing}' is not installed.*pip install 'agent-rubrics\[engine\]'"):
+        rubrics.score(trajectory("GATE"), RUBRIC)
+
+
+def test_missing_extra_raised_inside_judge_becomes_item_error():
+    class NeedsTorch:
+        name = "embedded"
+
+        def judge(self, requests):
+            raise ModuleNotFoundError("No module named 'torch'", name="torch")
+
+    result = rubrics.score(trajectory("GATE"), RUBRIC, judge=NeedsTorch())
+    assert "pip install 'agent-rubrics[engine]'" in by_id(result)["r2"].error
+
+
+def test_example_rubric_score_is_in_range():
+    traj = EXAMPLE_RUBRIC.parent / "trajectories" / "01-all-gates-pass.json"
+    result = rubrics.score(traj, EXAMPLE_RUBRIC, judge=ScriptedJudge(lambda r: Verdict(met=not r.penalty, probability=1.0)))
+    assert result.score == 1.0 and result.earned == 8 and result.to_dict()["items"][0]["id"] == "mis-to-cfo"

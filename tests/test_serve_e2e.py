@@ -1,0 +1,146 @@
+"""`rubric serve` in a subprocess on 127.0.0.1, driven by the official openai client and by OpenAIJudge.
+
+Verdict equality: the embedded judge's default method is `likelihood`, which needs prompt log-probabilities
+that no OpenAI-compatible chat API returns, so both judges are compared on the method they share: `choice`,
+P(Yes) renormalised over the two answer tokens. Same model, same prompt tokens, same engine: the probabilities
+must agree to 1e-4 (they differ only by float rounding between batch shapes).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[1]
+# pytest puts tests/ first on sys.path for a module here, and tests/rubrics/ (no __init__.py) would then shadow
+# the editable-installed package as a namespace package; the repository root must come first.
+if sys.path[0] != str(ROOT):
+    sys.path.insert(0, str(ROOT))
+CFO = ROOT / "examples" / "cfo-mis"
+SERVED = "judge"
+
+
+@pytest.fixture(scope="module")
+def embedded_model_path():
+    from judge_engine.weights import resolve_model_path
+
+    try:
+        return resolve_model_path(None)
+    except Exception as exc:  # noqa: BLE001 - no network and no cache: the slow tests cannot run here
+        pytest.skip(f"the embedded model is not available: {exc}")
+
+
+@pytest.fixture(scope="module")
+def serve(embedded_model_path, tmp_path_factory):
+    from judge_engine.server.background import ServerProcess, free_port
+
+    port = free_port()
+    command = [sys.executable, "-m", "rubrics.cli.main", "serve", "--host", "127.0.0.1", "--port", str(port),
+               "--served-model-name", SERVED, "--threads", "1"]
+    log = str(tmp_path_factory.mktemp("serve") / "serve.log")
+    with ServerProcess(command, port, log) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def openai_client(serve):
+    openai = pytest.importorskip("openai")
+    return openai.OpenAI(base_url=serve.url + "/v1", api_key="unused", max_retries=0, timeout=120)
+
+
+def test_official_client_lists_the_model(openai_client):
+    assert [model.id for model in openai_client.models.list().data] == [SERVED]
+
+
+def test_official_client_completion_with_logprobs(openai_client):
+    completion = openai_client.completions.create(model=SERVED, prompt="The capital of France is", max_tokens=5,
+                                                  temperature=0, logprobs=3)
+    choice = completion.choices[0]
+    assert choice.text and choice.finish_reason in ("stop", "length")
+    assert "".join(choice.logprobs.tokens) == choice.text or choice.finish_reason == "stop"
+    assert all(len(top) <= 3 for top in choice.logprobs.top_logprobs)
+    assert completion.usage.completion_tokens == len(choice.logprobs.tokens)
+
+
+def test_official_client_chat_with_top_logprobs_and_streaming(openai_client):
+    messages = [{"role": "user", "content": "Is 7 a prime number? Answer Yes or No."}]
+    chat = openai_client.chat.completions.create(model=SERVED, messages=messages, max_tokens=8, temperature=0,
+                                                 logprobs=True, top_logprobs=5, seed=1)
+    answer = chat.choices[0]
+    assert answer.message.role == "assistant" and answer.message.content
+    first = answer.logprobs.content[0]
+    assert len(first.top_logprobs) == 5
+    assert first.top_logprobs[0].logprob == pytest.approx(first.logprob)  # greedy picks the most likely
+    stream = openai_client.chat.completions.create(model=SERVED, messages=messages, max_tokens=8, temperature=0,
+                                                   stream=True)
+    pieces = [chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices]
+    assert len(pieces) > 2 and "".join(pieces) == answer.message.content
+
+
+def test_bad_request_reaches_the_official_client_as_an_openai_error(openai_client):
+    import openai
+
+    with pytest.raises(openai.BadRequestError) as caught:
+        openai_client.chat.completions.create(model=SERVED, messages=[{"role": "user", "content": "hi"}],
+                                              top_logprobs=3)
+    assert caught.value.body["param"] == "top_logprobs"
+    with pytest.raises(openai.NotFoundError):
+        openai_client.chat.completions.create(model="nope", messages=[{"role": "user", "content": "hi"}])
+
+
+def cfo_requests():
+    from rubrics.compiler import compile_rubric
+    from rubrics.loading import load_rubric
+    from rubrics.trajectory import load_trajectory
+
+    plan = compile_rubric(load_rubric(CFO / "rubric.yaml"))
+    return [r for path in sorted((CFO / "trajectories").glob("*.json")) for r in plan.judge_requests(
+        load_trajectory(path))]
+
+
+def test_the_server_sees_the_embedded_judges_prompt_tokens(embedded_model_path):
+    """Token-identical prompts are what make the verdicts equal; this names the first token that differs."""
+    from judge_engine.server.chat_encoding import encode_chat
+    from judge_engine.tokenizer import load_tokenizer
+    from rubrics.judges import prompts
+    from rubrics.judges.prompt_ids import PromptBuilder
+
+    tokenizer = load_tokenizer(embedded_model_path)
+    builder = PromptBuilder(tokenizer, 8192, prompts.CHOICE)
+    requests = cfo_requests()
+    for request, built in zip(requests, builder.build(requests)):
+        served = encode_chat(tokenizer, prompts.chat_messages(request, prompts.CHOICE))
+        if served != built.ids:
+            at = next((i for i, (a, b) in enumerate(zip(served, built.ids)) if a != b), min(len(served),
+                                                                                           len(built.ids)))
+            pytest.fail(f"{request.key}: server and embedded prompts differ at token {at}: "
+                        f"server {tokenizer.decode(served[at - 3:at + 3])!r} {served[at - 3:at + 3]} vs "
+                        f"embedded {tokenizer.decode(built.ids[at - 3:at + 3])!r} {built.ids[at - 3:at + 3]}")
+
+
+def test_grading_the_cfo_example_through_the_server_matches_the_embedded_judge(serve):
+    import torch
+
+    import rubrics
+
+    torch.set_num_threads(1)
+    trajectories = sorted((CFO / "trajectories").glob("*.json"))
+    rubric = rubrics.load_rubric(CFO / "rubric.yaml")
+    over_http = rubrics.score_many(trajectories, rubric, judge=rubrics.OpenAIJudge(base_url=serve.url + "/v1",
+                                                                                   model=SERVED))
+    in_process = rubrics.score_many(trajectories, rubric, judge=rubrics.EmbeddedJudge(method="choice"))
+    compared = 0
+    for remote, local in zip(over_http, in_process):
+        assert remote.trajectory_id == local.trajectory_id
+        for a, b in zip(remote.items, local.items):
+            assert (a.id, a.status, a.method) == (b.id, b.status, b.method), (remote.trajectory_id, a, b)
+            if a.method == "judge":
+                assert a.error is None and b.error is None
+                assert a.probability == pytest.approx(b.probability, abs=1e-4), (remote.trajectory_id, a.id)
+                compared += 1
+        assert remote.score == pytest.approx(local.score)
+    assert compared == 40
