@@ -28,9 +28,16 @@ class Problem:
     code: str           # stable identifier, e.g. "duplicate-id"
 
     def format(self, source: str) -> str:
+        """One line, whatever the keys and values in it contain: tools split lint output on lines."""
         where = f"{source}:{self.line}:{self.col}" if self.line else source
         field = f"{self.path}: " if self.path else ""
-        return f"{where}: {self.severity}: {field}{self.message} [{self.code}]"
+        return one_line(f"{where}: {self.severity}: {field}{self.message} [{self.code}]")
+
+
+def one_line(text: str) -> str:
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
 
 
 class RubricError(ValueError):

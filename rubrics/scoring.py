@@ -7,7 +7,7 @@ will not load, a check that fails, a judge that errors) is reported on that traj
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from rubrics.compiler import CodeStep, JudgeStep, Plan, compile_rubric
 from rubrics.judges.protocol import Judge, Verdict
@@ -152,16 +152,38 @@ def grade_plan(plan: Plan, trajectories: Sequence, judge: Judge | None,
     return results
 
 
+def _expand(sources: Iterable) -> Iterator:
+    """Each input as it is, except trajectory files: every trajectory of a .json/.jsonl file, in order
+    (a bad line becomes a TrajectoryLoadError value, which grades as a load failure)."""
+    from pathlib import Path
+
+    from rubrics.trajectory import iter_trajectory_file
+
+    for src in sources:
+        if isinstance(src, Path) or (isinstance(src, str) and src.endswith((".json", ".jsonl"))
+                                     and "\n" not in src and Path(src).is_file()):
+            yield from iter_trajectory_file(src)
+        else:
+            yield src
+
+
 def score_many(trajectories: Iterable, rubric, judge: Judge | None = None,
                progress: Progress | None = None) -> list[Result]:
-    """Results in input order. A trajectory that cannot be loaded gets a Result with `errors` and no items."""
+    """One Result per trajectory, in input order (a .jsonl path contributes one per line). Every judge
+    request of every trajectory goes to the judge in one call. A trajectory that cannot be loaded gets a
+    Result with `errors` and no items."""
     from rubrics.loading import load_rubric
 
     plan = compile_rubric(load_rubric(rubric))
-    loaded = [_load(src, i) for i, src in enumerate(trajectories)]
+    loaded = [_load(src, i) for i, src in enumerate(_expand(trajectories))]
     return grade_plan(plan, loaded, resolve_judge(judge, plan), progress)
 
 
 def score(trajectory, rubric, judge: Judge | None = None) -> Result:
-    """Grade one trajectory (path, dict or Trajectory) against a rubric (path, YAML text, dict or Rubric)."""
-    return score_many([trajectory], rubric, judge)[0]
+    """Grade one trajectory (path, dict or Trajectory) against a rubric (path, YAML text, dict or Rubric).
+    Raises TrajectoryError when the trajectory cannot be loaded."""
+    from rubrics.loading import load_rubric
+    from rubrics.trajectory import load_trajectory
+
+    plan = compile_rubric(load_rubric(rubric))
+    return grade_plan(plan, [load_trajectory(trajectory)], resolve_judge(judge, plan))[0]

@@ -54,6 +54,8 @@ def _part_text(part: Any) -> str:
             return _as_text(part.get("content")) or ""
         if part.get("type") == "tool_use":
             return ""  # becomes a ToolCall, see Message._normalize
+        if isinstance(part.get("type"), str):
+            return f"[{part['type']}]"  # an image or audio part: a marker, not a base64 blob in the text
     return json.dumps(part, ensure_ascii=False) if part is not None else ""
 
 
@@ -152,9 +154,6 @@ class Message(BaseModel):
     @classmethod
     def _number_is_text(cls, value: Any) -> Any:
         return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
-
-    def text(self) -> str:
-        return self.content or ""
 
 
 class Attachment(BaseModel):
@@ -455,7 +454,7 @@ def iter_trajectory_file(path: str | Path) -> Iterator[Trajectory | TrajectoryLo
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8-sig")
-    except (OSError, UnicodeDecodeError) as error:
+    except (OSError, ValueError) as error:  # ValueError: undecodable bytes, or a NUL in the path
         yield TrajectoryLoadError(str(path), f"cannot read: {error}")
         return
     if not text.strip():

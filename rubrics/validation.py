@@ -8,7 +8,7 @@ from __future__ import annotations
 import difflib
 from typing import Any, Iterator
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from rubrics import rules
 from rubrics.loading import SourceMap
@@ -36,26 +36,56 @@ def did_you_mean(word: str, candidates) -> str:
     return f" (did you mean '{close[0]}'?)" if close else ""
 
 
-def pydantic_problems(exc: ValidationError, base: tuple, smap: SourceMap, allowed=()) -> list[Problem]:
-    """One Problem per pydantic error, located at the failing field (or at the key, for unknown keys)."""
+def pydantic_problems(exc: ValidationError, base: tuple, smap: SourceMap, allowed=(), data: Any = None) -> list[Problem]:
+    """Problems for pydantic errors, located at the failing field (or at the key, for unknown keys).
+
+    pydantic adds union members to the location ("text", "str"); those are dropped, and the errors of
+    one field are merged ("Input should be a valid string or Input should be a valid list")."""
+    merged: dict[tuple, list[str]] = {}
     problems = []
     for err in exc.errors(include_url=False):
-        path = base + tuple(err["loc"])
-        if err["type"] == "extra_forbidden":
-            name = str(err["loc"][-1]) if err["loc"] else "?"
+        loc = _data_path(data, err["loc"]) if data is not None else tuple(err["loc"])
+        path = base + loc
+        if err["type"] == "extra_forbidden" and loc:
+            name = str(loc[-1])
             problems.append(smap.problem(path, f"unknown key '{name}'{did_you_mean(name, allowed)}",
                                          "unknown-key", at_key=True))
-        elif err["type"] == "missing":
+        elif err["type"] == "missing" and loc:
             problems.append(smap.problem(path[:-1], f"missing required field '{path[-1]}'", "schema"))
         else:
-            problems.append(smap.problem(path, _message(err), "schema"))
+            merged.setdefault(path, []).append(err)
+    for path, errors in merged.items():
+        problems.append(smap.problem(path, _message(errors), "schema"))
     return problems
 
 
-def _message(err: dict) -> str:
-    value = err.get("input")
+def _data_path(data: Any, loc: tuple) -> tuple:
+    """The part of a pydantic location that walks the data (the rest names union members and validators);
+    a missing or unknown key at the end is kept, since that is what the error is about."""
+    path = []
+    for part in loc:
+        if isinstance(data, dict) and part in data:
+            data = data[part]
+        elif isinstance(data, list) and isinstance(part, int) and 0 <= part < len(data):
+            data = data[part]
+        elif isinstance(data, dict) and isinstance(part, str):
+            path.append(part)   # the missing or extra key itself
+            break
+        elif isinstance(part, str):
+            continue            # a union member such as "list[str]"
+        else:
+            break
+        path.append(part)
+    return tuple(path)
+
+
+def _message(errors: list[dict]) -> str:
+    """"Input should be a valid string or a valid list (got 5)" for the errors of one field."""
+    wanted = list(dict.fromkeys(err["msg"] for err in errors))
+    text = wanted[0] + "".join(" or " + msg.removeprefix("Input should be ") for msg in wanted[1:])
+    value = errors[0].get("input")
     shown = repr(value) if isinstance(value, (str, int, float, bool)) or value is None else type(value).__name__
-    return f"{err['msg']} (got {shown[:60]})"
+    return f"{text} (got {shown[:60]})"
 
 
 class RubricValidator:
@@ -75,7 +105,7 @@ class RubricValidator:
         try:
             header = RubricHeader.model_validate(data)
         except ValidationError as exc:
-            self.problems += pydantic_problems(exc, (), self.smap, RubricHeader.model_fields)
+            self.problems += pydantic_problems(exc, (), self.smap, RubricHeader.model_fields, data)
             header = None
         defaults = data.get("judge")
         if isinstance(defaults, dict) and isinstance(defaults.get("evidence"), list):
@@ -102,13 +132,12 @@ class RubricValidator:
         before = len(self.problems)
         fields = set(ItemFields.model_fields)
         found = [key for key in raw if key in self.keys]
-        for key in raw:
-            if key not in fields and key not in self.keys:
-                hint = did_you_mean(key, fields | set(self.keys))
-                if raw[key] is None and " " in key:   # `{judge: one page, readable by a CFO}`
-                    hint += "; a comma ends a value inside {...}: quote the previous value if it contains one"
-                self.add(path + (key,), f"unknown key '{key}'{hint}", "unknown-key", at_key=True)
         unknown = [key for key in raw if key not in fields and key not in self.keys]
+        for key in unknown:
+            hint = did_you_mean(key, fields | set(self.keys))
+            if raw[key] is None and " " in key:   # `{judge: one page, readable by a CFO}`
+                hint += "; a comma ends a value inside {...}: quote the previous value if it contains one"
+            self.add(path + (key,), f"unknown key '{key}'{hint}", "unknown-key", at_key=True)
         if not found and not unknown:   # with an unknown key, that key's message is the better hint
             self.add(path, "the item has no check key; give exactly one of: " + ", ".join(self.keys),
                      "missing-check")
@@ -118,8 +147,7 @@ class RubricValidator:
         parsed = self.item_fields(raw, path)
         config = self.check_config(found[0], raw[found[0]], path + (found[0],)) if found else None
         self.item_rules(raw, kind, path, found)
-        if parsed is None or config is None or len(self.problems) > before and any(
-                p.severity == ERROR for p in self.problems[before:]):
+        if parsed is None or config is None or any(p.severity == ERROR for p in self.problems[before:]):
             return None
         return Item(id=parsed.id, kind=kind, text=parsed.text, points=parsed.points, check=found[0],
                     config=config, threshold=parsed.threshold,
@@ -131,7 +159,7 @@ class RubricValidator:
         try:
             parsed = ItemFields.model_validate(known)
         except ValidationError as exc:
-            self.problems += pydantic_problems(exc, path, self.smap)
+            self.problems += pydantic_problems(exc, path, self.smap, data=known)
             return None
         if parsed.evidence:
             self.check_selectors(parsed.evidence, path + ("evidence",))
@@ -186,7 +214,7 @@ class RubricValidator:
             parsed = spec.config_model.model_validate(config)
             findings = lint_check(key, parsed) if lint else []
         except ValidationError as exc:
-            self.problems += pydantic_problems(exc, path, self.smap, field_names(spec.config_model))
+            self.problems += pydantic_problems(exc, path, self.smap, field_names(spec.config_model), config)
             return False
         except CheckError as exc:   # a plugin that cannot be loaded or whose lint crashed
             self.add(path, str(exc), "check-error", at_key=True)
@@ -228,7 +256,7 @@ class RubricValidator:
         try:
             return JudgeOptions.model_validate(config)
         except ValidationError as exc:
-            self.problems += pydantic_problems(exc, path, self.smap, JudgeOptions.model_fields)
+            self.problems += pydantic_problems(exc, path, self.smap, JudgeOptions.model_fields, config)
             return None
 
 

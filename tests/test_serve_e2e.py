@@ -144,3 +144,20 @@ def test_grading_the_cfo_example_through_the_server_matches_the_embedded_judge(s
                 compared += 1
         assert remote.score == pytest.approx(local.score)
     assert compared == 40
+
+
+def test_rubric_grade_judge_openai_against_rubric_serve(serve):
+    import json
+    import os
+    import subprocess
+
+    env = {**os.environ, "RUBRICS_OPENAI_API_KEY": "any-key"}   # sent as a bearer token; rubric serve ignores it
+    done = subprocess.run([sys.executable, "-m", "rubrics.cli.main", "grade", str(CFO / "rubric.yaml"),
+                           str(CFO / "trajectories"), "--judge", "openai", "--base-url", serve.url + "/v1",
+                           "--model", SERVED, "--format", "jsonl"], capture_output=True, text=True, timeout=900,
+                          env=env, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    results = [json.loads(line) for line in done.stdout.splitlines()]
+    assert len(results) == 8 and all(r["complete"] and r["judge"] == f"openai:{SERVED}" for r in results)
+    judged = [i for r in results for i in r["items"] if i["method"] == "judge"]
+    assert len(judged) == 40 and all(0.0 <= i["probability"] <= 1.0 for i in judged)

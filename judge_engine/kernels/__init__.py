@@ -24,7 +24,7 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
     out = torch.zeros_like(q)
     if meta.is_decode:
         return decode_attention(q, k_cache, v_cache, meta.cu_seqlens_q, meta.context_lens,
-                                meta.block_tables, scale, out)
+                                meta.block_tables, meta.max_context_len, scale, out)
     return prefill_attention(q, k_cache, v_cache, meta.cu_seqlens_q, meta.context_lens,
                              meta.block_tables, meta.max_seqlen_q, scale, out)
 

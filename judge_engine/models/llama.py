@@ -1,8 +1,8 @@
 """Llama-family decoder (Llama, Mistral, Qwen2, Qwen3) over a flat batch of tokens and a paged KV cache.
 
-Q, K and V share one matmul and gate/up share another; the checkpoint's separate tensors are copied into
-slices of the fused weights by ``load_weights``. Parameters are allocated empty (never randomly
-initialised) because they are always overwritten by the checkpoint, which keeps start-up fast.
+Q/K/V and gate/up are MergedLinear maps (one matmul when the weights had to be copied anyway, else the
+checkpoint's own tensors without a copy). Parameters are allocated empty (never randomly initialised)
+because the checkpoint always overwrites them, which keeps start-up fast.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from torch import nn
 from judge_engine.attention.backend import AttentionBackend, get_backend
 from judge_engine.attention.metadata import AttentionMetadata
 from judge_engine.models.config import LlamaFamilyConfig
+from judge_engine.models.merged_linear import MergedLinear
 from judge_engine.models.rope import apply_rotary, inverse_frequencies, rotary_cos_sin
 
 
@@ -39,8 +40,7 @@ class LlamaAttention(nn.Module):
         self.eps = config.rms_norm_eps
         self.scale = config.head_dim**-0.5
         q_size, kv_size = self.num_heads * self.head_dim, self.num_kv_heads * self.head_dim
-        self.qkv_weight = _empty(q_size + 2 * kv_size, config.hidden_size, dtype=dtype)
-        self.qkv_bias = _empty(q_size + 2 * kv_size, dtype=dtype) if config.qkv_bias else None
+        self.qkv = MergedLinear(config.hidden_size, [q_size, kv_size, kv_size], config.qkv_bias, dtype)
         self.o_weight = _empty(config.hidden_size, q_size, dtype=dtype)
         self.o_bias = _empty(config.hidden_size, dtype=dtype) if config.o_bias else None
         self.q_norm = _empty(self.head_dim, dtype=dtype) if config.qk_norm else None
@@ -48,8 +48,7 @@ class LlamaAttention(nn.Module):
 
     def forward(self, x, cos, sin, meta: AttentionMetadata, kv_cache, backend: AttentionBackend) -> torch.Tensor:
         num_tokens = x.shape[0]
-        qkv = F.linear(x, self.qkv_weight, self.qkv_bias).view(num_tokens, -1, self.head_dim)
-        q, k, v = qkv.split([self.num_heads, self.num_kv_heads, self.num_kv_heads], dim=1)
+        q, k, v = (t.view(num_tokens, -1, self.head_dim) for t in self.qkv(x))
         if self.q_norm is not None:
             q = rms_norm(q, self.q_norm, self.eps)
             k = rms_norm(k, self.k_norm, self.eps)
@@ -64,13 +63,13 @@ class LlamaAttention(nn.Module):
 class LlamaMLP(nn.Module):
     def __init__(self, config: LlamaFamilyConfig, dtype: torch.dtype):
         super().__init__()
-        self.gate_up_weight = _empty(2 * config.intermediate_size, config.hidden_size, dtype=dtype)
-        self.gate_up_bias = _empty(2 * config.intermediate_size, dtype=dtype) if config.mlp_bias else None
+        sizes = [config.intermediate_size, config.intermediate_size]
+        self.gate_up = MergedLinear(config.hidden_size, sizes, config.mlp_bias, dtype)
         self.down_weight = _empty(config.hidden_size, config.intermediate_size, dtype=dtype)
         self.down_bias = _empty(config.hidden_size, dtype=dtype) if config.mlp_bias else None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        gate, up = F.linear(x, self.gate_up_weight, self.gate_up_bias).chunk(2, dim=-1)
+        gate, up = self.gate_up(x)
         return F.linear(F.silu(gate) * up, self.down_weight, self.down_bias)
 
 
@@ -126,7 +125,11 @@ class LlamaForCausalLM(nn.Module):
         return F.linear(hidden, weight).float()
 
     def load_weights(self, tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
-        """Copy HF-named checkpoint tensors into the (fused) parameters; raises if any parameter stays unset."""
+        """Fill the parameters from HF-named checkpoint tensors; raises if any stays unset.
+
+        A tensor that already has the model's dtype and device is adopted without a copy (the
+        memory-mapped checkpoint itself); others are converted.
+        """
         targets = self._checkpoint_targets()
         filled: set[str] = set()
         for name, tensor in tensors:
@@ -135,54 +138,56 @@ class LlamaForCausalLM(nn.Module):
                 if _ignorable(name):
                     continue
                 raise ValueError(f"checkpoint tensor {name!r} has no place in {self.config.architecture}")
-            _, param, start = target
-            destination = param.data if start is None else param.data[start : start + tensor.shape[0]]
-            if destination.shape != tensor.shape:
-                raise ValueError(
-                    f"checkpoint tensor {name!r} has shape {tuple(tensor.shape)}, expected {tuple(destination.shape)}"
-                )
-            if start is None and tensor.dtype == param.dtype and tensor.device == param.device:
-                # Adopt the (memory-mapped) checkpoint tensor as is: no copy, so start-up stays fast.
-                param.data = tensor
+            owner, attribute, part = target
+            if isinstance(owner, MergedLinear):
+                owner.load_part(part, attribute, tensor, name)
             else:
-                destination.copy_(tensor)
+                _load_parameter(owner, attribute, tensor, name)
             filled.add(name)
         missing = sorted(set(targets) - filled)
         if missing:
             raise ValueError(f"checkpoint lacks {len(missing)} tensor(s) for {self.config.architecture}: {missing[:6]}")
+        for module in self.modules():
+            if isinstance(module, MergedLinear):
+                module.finish_loading(self.norm.device)
 
-    def _checkpoint_targets(self) -> dict[str, tuple[str, nn.Parameter, int | None]]:
-        """HF tensor name -> (parameter name, parameter, first row in the fused parameter)."""
+    def _checkpoint_targets(self) -> dict[str, tuple[nn.Module, str, int | None]]:
+        """HF tensor name -> (owning module, attribute or part kind, part index of a merged linear)."""
         cfg = self.config
-        q_rows, kv_rows = cfg.num_heads * cfg.head_dim, cfg.num_kv_heads * cfg.head_dim
-        targets: dict[str, tuple[str, nn.Parameter, int | None]] = {
-            "model.embed_tokens.weight": ("embed_tokens", self.embed_tokens, None),
-            "model.norm.weight": ("norm", self.norm, None),
+        targets: dict[str, tuple[nn.Module, str, int | None]] = {
+            "model.embed_tokens.weight": (self, "embed_tokens", None),
+            "model.norm.weight": (self, "norm", None),
         }
         if self.lm_head is not None:
-            targets["lm_head.weight"] = ("lm_head", self.lm_head, None)
+            targets["lm_head.weight"] = (self, "lm_head", None)
         for i, layer in enumerate(self.layers):
             prefix, attn, mlp = f"model.layers.{i}.", layer.self_attn, layer.mlp
-            targets[prefix + "input_layernorm.weight"] = ("input_norm", layer.input_norm, None)
-            targets[prefix + "post_attention_layernorm.weight"] = ("post_attention_norm", layer.post_attention_norm, None)
-            for part, start in (("q", 0), ("k", q_rows), ("v", q_rows + kv_rows)):
-                targets[f"{prefix}self_attn.{part}_proj.weight"] = ("qkv_weight", attn.qkv_weight, start)
-                if attn.qkv_bias is not None:
-                    targets[f"{prefix}self_attn.{part}_proj.bias"] = ("qkv_bias", attn.qkv_bias, start)
-            targets[prefix + "self_attn.o_proj.weight"] = ("o_weight", attn.o_weight, None)
+            targets[prefix + "input_layernorm.weight"] = (layer, "input_norm", None)
+            targets[prefix + "post_attention_layernorm.weight"] = (layer, "post_attention_norm", None)
+            merged = [(attn.qkv, "self_attn", ("q", "k", "v")), (mlp.gate_up, "mlp", ("gate", "up"))]
+            for module, scope, parts in merged:
+                for index, kind in module.expected_names():
+                    targets[f"{prefix}{scope}.{parts[index]}_proj.{kind}"] = (module, kind, index)
+            targets[prefix + "self_attn.o_proj.weight"] = (attn, "o_weight", None)
             if attn.o_bias is not None:
-                targets[prefix + "self_attn.o_proj.bias"] = ("o_bias", attn.o_bias, None)
-            if attn.q_norm is not None:
-                targets[prefix + "self_attn.q_norm.weight"] = ("q_norm", attn.q_norm, None)
-                targets[prefix + "self_attn.k_norm.weight"] = ("k_norm", attn.k_norm, None)
-            for part, start in (("gate", 0), ("up", cfg.intermediate_size)):
-                targets[f"{prefix}mlp.{part}_proj.weight"] = ("gate_up_weight", mlp.gate_up_weight, start)
-                if mlp.gate_up_bias is not None:
-                    targets[f"{prefix}mlp.{part}_proj.bias"] = ("gate_up_bias", mlp.gate_up_bias, start)
-            targets[prefix + "mlp.down_proj.weight"] = ("down_weight", mlp.down_weight, None)
+                targets[prefix + "self_attn.o_proj.bias"] = (attn, "o_bias", None)
+            if cfg.qk_norm:
+                targets[prefix + "self_attn.q_norm.weight"] = (attn, "q_norm", None)
+                targets[prefix + "self_attn.k_norm.weight"] = (attn, "k_norm", None)
+            targets[prefix + "mlp.down_proj.weight"] = (mlp, "down_weight", None)
             if mlp.down_bias is not None:
-                targets[prefix + "mlp.down_proj.bias"] = ("down_bias", mlp.down_bias, None)
+                targets[prefix + "mlp.down_proj.bias"] = (mlp, "down_bias", None)
         return targets
+
+
+def _load_parameter(owner: nn.Module, attribute: str, tensor: torch.Tensor, name: str) -> None:
+    param = getattr(owner, attribute)
+    if param.shape != tensor.shape:
+        raise ValueError(f"checkpoint tensor {name!r} has shape {tuple(tensor.shape)}, expected {tuple(param.shape)}")
+    if tensor.dtype == param.dtype and tensor.device == param.device:
+        param.data = tensor  # adopt the memory-mapped tensor: no copy
+    else:
+        param.data.copy_(tensor)
 
 
 def _ignorable(name: str) -> bool:

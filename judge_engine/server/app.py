@@ -186,7 +186,10 @@ async def completions(state: ServerState, request: Request) -> Response:
 async def stream_completion(state: ServerState, body: p.CompletionRequest, request_id: str,
                             outputs: AsyncIterator[Any]) -> AsyncIterator[str]:
     created, sent_tokens, offset = p.now(), 0, 0
-    async for output in outputs:
+    async for output in failures_as_errors(outputs):
+        if isinstance(output, str):
+            yield output
+            break
         if output.finish_reason == "error":
             yield sse_error(output)
             break
@@ -249,7 +252,10 @@ async def stream_chat(state: ServerState, body: p.ChatCompletionRequest, request
 
     yield chunk(p.ChatDelta(role="assistant", content=""))
     sent_tokens = 0
-    async for output in outputs:
+    async for output in failures_as_errors(outputs):
+        if isinstance(output, str):
+            yield output
+            break
         if output.finish_reason == "error":
             yield sse_error(output)
             break
@@ -322,6 +328,16 @@ def sse(events: AsyncIterator[str]) -> StreamingResponse:
 
 def sse_data(model: BaseModel) -> str:
     return f"data: {model.model_dump_json(exclude_none=False)}\n\n"
+
+
+async def failures_as_errors(outputs: AsyncIterator[Any]) -> AsyncIterator[Any]:
+    """The outputs, then an SSE error event instead of an exception if the engine fails mid-stream (the status
+    line is already sent, so the error has to travel in the stream, as OpenAI's own streams do)."""
+    try:
+        async for output in outputs:
+            yield output
+    except EngineFailure as exc:
+        yield f"data: {json.dumps(OpenAIError(500, str(exc), type='server_error').body())}\n\n"
 
 
 def sse_error(output: Any) -> str:

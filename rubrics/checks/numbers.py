@@ -129,7 +129,10 @@ def parse_expected(value: Any) -> ParsedNumber | None:
         except InvalidOperation:
             return None
         return ParsedNumber(number, str(value), 0, len(str(value))) if number.is_finite() else None
-    return parse_number(value) if isinstance(value, str) else None
+    number = parse_number(value) if isinstance(value, str) else None
+    if number is not None and number.parenthesized:  # in a rubric, "(3.5L)" can only mean accounting negative
+        return ParsedNumber(-number.value, number.text, number.start, number.end, number.percent)
+    return number
 
 
 @dataclass(frozen=True)
@@ -164,10 +167,8 @@ def parse_tolerance(value: Any) -> Tolerance | None:
 
 def format_decimal(value: Decimal) -> str:
     """4820000 -> "4,820,000"; 0.125 -> "0.125" (no exponent, no trailing zeros)."""
-    normalized = value.normalize()
-    if normalized == normalized.to_integral_value():
-        normalized = normalized.quantize(Decimal(1))
-    return f"{normalized:,f}"
+    normalized = value.normalize() if value else Decimal(0)  # no "-0"
+    return f"{normalized:,f}"  # the "f" format writes 4.82E+6 out in full, whatever its exponent
 
 
 class NumberConfig(CheckConfig):
@@ -201,9 +202,13 @@ class NumberConfig(CheckConfig):
 
     @cached_property
     def label_regex(self) -> re.Pattern[str]:
-        # Case-insensitive, and any run of blanks in the label matches any run of blanks on the line.
-        words = (self.label or "").split()
-        return re.compile(r"[ \t]+".join(re.escape(w) for w in words), re.IGNORECASE)
+        # Case-insensitive; any run of blanks matches any run of blanks on the line; and a label that starts or
+        # ends with a letter or digit is a whole word, so that "total" does not match inside "subtotal".
+        label = (self.label or "").strip()
+        body = r"[ \t]+".join(re.escape(w) for w in label.split())
+        start = r"(?<!\w)" if label[:1].isalnum() else ""
+        end = r"(?!\w)" if label[-1:].isalnum() else ""
+        return re.compile(start + body + end, re.IGNORECASE)
 
     @cached_property
     def pattern_regex(self) -> re.Pattern[str]:

@@ -195,6 +195,23 @@ if MODE == "interpret":
         assert batch.meta.is_decode
         _run_attention(batch, kernels.paged_attention, torch_paged)
 
+    @pytest.mark.parametrize("block_size,group,head_dim,num_partitions", [(16, 3, 64, 3), (32, 4, 128, 5)])
+    def test_decode_split_into_partitions(block_size, group, head_dim, num_partitions):
+        # The flash-decoding path a GPU takes for few long sequences: partial softmaxes merged. The short
+        # sequences leave the later partitions empty, which must weigh nothing.
+        from judge_engine.kernels import decode_attention
+
+        context_lens = [1, block_size - 3, 3 * block_size + 1, 6 * block_size + 7]
+        batch = _make_batch([1] * len(context_lens), context_lens, block_size=block_size, num_kv_heads=2,
+                            group=group, head_dim=head_dim, seed=num_partitions)
+
+        def split_attention(q, k_cache, v_cache, meta, scale):
+            out = torch.zeros_like(q)
+            return decode_attention(q, k_cache, v_cache, meta.cu_seqlens_q, meta.context_lens, meta.block_tables,
+                                    meta.max_context_len, scale, out, num_partitions=num_partitions)
+
+        _run_attention(batch, split_attention, torch_paged)
+
     @pytest.mark.parametrize("block_size", [8, 24, 64])
     def test_block_sizes_off_the_tile_size(block_size):
         # 8 is below tl.dot's 16 (a key tile spans two blocks); 64 exceeds the float32 key tile (a block
@@ -249,16 +266,17 @@ if MODE == "compile":
 
     _MODULES = {name: sys.modules[f"judge_engine.kernels.{name}"]
                 for name in ("store_kv", "decode_attention", "prefill_attention")}
-    _INT_POINTERS = {"slot_mapping_ptr": "*i64", "cu_seqlens_q_ptr": "*i32", "context_lens_ptr": "*i32",
-                     "block_tables_ptr": "*i32"}
+    _FIXED_POINTERS = {"slot_mapping_ptr": "*i64", "cu_seqlens_q_ptr": "*i32", "context_lens_ptr": "*i32",
+                       "block_tables_ptr": "*i32", "partial_out_ptr": "*fp32", "partial_max_ptr": "*fp32",
+                       "partial_sum_ptr": "*fp32"}
 
     def _signature(kernel, element: str, constexprs: dict) -> dict:
         signature = {}
         for name in kernel.arg_names:
             if name in constexprs:
                 signature[name] = "constexpr"
-            elif name in _INT_POINTERS:
-                signature[name] = _INT_POINTERS[name]
+            elif name in _FIXED_POINTERS:
+                signature[name] = _FIXED_POINTERS[name]
             elif name.endswith("_ptr"):
                 signature[name] = f"*{element}"
             else:
@@ -280,10 +298,13 @@ if MODE == "compile":
         tiles = dict(GROUP_SIZE=3, BLOCK_SIZE=16, BLOCK_N=key_tile_size(16, dtype), BLOCK_D=128,
                      DOT_PRECISION=dot_precision(dtype))
         decode = _compile("decode_attention", "_decode_attention_kernel", element,
-                          dict(tiles, BLOCK_G=16), arch)
+                          dict(tiles, BLOCK_G=16, SPLIT=False), arch)
+        decode_split = _compile("decode_attention", "_decode_attention_kernel", element,
+                                dict(tiles, BLOCK_G=16, SPLIT=True), arch)
+        merge = _compile("decode_attention", "_merge_partitions_kernel", element, dict(BLOCK_P=8, BLOCK_D=128), arch)
         prefill = _compile("prefill_attention", "_prefill_attention_kernel", element,
                            dict(tiles, BLOCK_M=query_tile_size(1000, dtype)), arch)
-        for compiled in (decode, prefill):
+        for compiled in (decode, decode_split, merge, prefill):
             assert compiled.asm["cubin"]
             assert compiled.metadata.shared <= 100 * 1024, "tiles outgrow the shared memory of sm_86/sm_89"
         if element == "bf16":

@@ -150,3 +150,19 @@ def test_embedded_model_matches_transformers(embedded_model):
     for ours, reference_logits_ in zip(run_chunks(model, spec, prompts, chunks), expected):
         torch.testing.assert_close(ours, reference_logits_, atol=1e-3, rtol=0)
     assert spec.eos_token_ids == (tokenizer.convert_tokens_to_ids("<|im_end|>"),)
+
+
+def test_fused_and_adopted_weights_agree_with_transformers(tmp_path):
+    """A float32 checkpoint is used in place (separate Q/K/V matmuls); a bfloat16 one is converted into fused weights."""
+    import transformers
+
+    folder = save_tiny_checkpoint("qwen2", tmp_path / "f32")
+    transformers.AutoModelForCausalLM.from_pretrained(folder, dtype=torch.bfloat16).save_pretrained(tmp_path / "bf16")
+    prompts = _prompts([19], seed=4)
+    for checkpoint, fused in ((folder, False), (tmp_path / "bf16", True)):
+        model, spec = load_model(checkpoint, torch.float32, "cpu")
+        assert (model.layers[0].self_attn.qkv.fused_weight is not None) == fused
+        assert (model.layers[1].mlp.gate_up.fused_weight is not None) == fused
+        (ours,) = run_chunks(model, spec, prompts, [[12, 7]])
+        (expected,) = reference_logits(checkpoint, prompts)
+        torch.testing.assert_close(ours, expected, atol=1e-3, rtol=0)

@@ -209,3 +209,10 @@ def test_a_client_that_disconnects_frees_its_sequence(server, engine):
     # every block is back in the pool (free, or kept only by the prefix cache), none held by a live sequence
     assert metrics["server"]["kv_blocks_used"] == 0
     assert engine.block_manager.num_free_blocks == engine.block_manager.num_blocks
+
+
+def test_rubric_serve_with_a_missing_model_says_why(capsys):
+    from rubrics.cli.main import main
+
+    assert main(["serve", "--model", "/nonexistent/judge.gguf", "--port", "9"]) == 1
+    assert "cannot load the model: /nonexistent/judge.gguf" in capsys.readouterr().err

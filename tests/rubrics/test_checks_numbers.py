@@ -93,6 +93,11 @@ def test_label_takes_the_first_number_on_the_same_line_only():
     assert not outcome.met and "found 2024" in outcome.evidence  # the heading has no number; the next line's label does
 
 
+def test_label_is_a_whole_word():
+    assert run("Subtotal: 5\nTotal: 10", label="total", expected=10).met
+    assert run("Q3 total(INR): 10", label="total(INR)", expected=10).met
+
+
 def test_no_number_is_unmet_and_says_so():
     outcome = run("Total travel spend: unknown", label="total travel spend", expected="48.2L")
     assert not outcome.met and outcome.evidence.startswith("no number found after 'total travel spend'")
@@ -105,6 +110,8 @@ def test_no_number_is_unmet_and_says_so():
 def test_negative_numbers_and_accounting_parentheses():
     assert run("Net change: -3.5L", label="net change", expected="-350000").met
     assert run("Net change: (3.5L)", label="net change", expected="-3.5L").met
+    assert run("Net change: -3.5L", label="net change", expected="(3.5L)").met
+    assert not run("Net change: 3.5L", label="net change", expected="(3.5L)").met
     assert run("Total spend (48.2L) is up", label="total spend", expected="48.2L").met  # an aside, not a negative
 
 

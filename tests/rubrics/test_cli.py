@@ -145,3 +145,23 @@ def test_command_modules_are_appended_by_name():
     parser = main.build_parser()
     commands = parser._subparsers._group_actions[0].choices
     assert {"grade", "lint", "schema"} <= set(commands)
+
+
+def test_embedded_judge_without_the_engine_extra(tmp_path):
+    # What a core-only install looks like: torch cannot be imported.
+    code = ("import sys; sys.modules['torch'] = None; from rubrics.cli.main import main; "
+            f"sys.exit(main(['grade', {str(EXAMPLE_RUBRIC)!r}, {str(TRAJECTORIES / '01-all-gates-pass.json')!r}, "
+            "'--format', 'jsonl']))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
+    assert done.returncode == 1
+    assert "pip install 'agent-rubrics[engine]'" in done.stderr and "Traceback" not in done.stderr
+    row = json.loads(done.stdout)
+    assert [i["status"] for i in row["items"] if i["method"] == "code"] == ["met", "met", "unmet"]
+    judged = [i for i in row["items"] if i["method"] == "judge"]
+    assert judged and all("pip install 'agent-rubrics[engine]'" in i["error"] for i in judged)
+
+
+def test_empty_directory_is_an_error(det_rubric, tmp_path):
+    (tmp_path / "empty").mkdir()
+    done = rubric("grade", det_rubric, tmp_path / "empty", TRAJECTORIES / "01-all-gates-pass.json")
+    assert done.returncode == 1 and "no .json or .jsonl files" in done.stderr and "all-gates-pass" in done.stdout

@@ -27,6 +27,10 @@ CASES = [
     ("schema", crit("- {id: c, points: 1.5, contains: {text: x}}"), (6, "1.5"), "error", "integer"),
     ("schema", crit("- {id: c, points: 1, judge: {text: x, mode: fast}}"), (6, "fast"), "error", "'direct' or 'reasoned'"),
     ("schema", crit("- {id: c, points: 1, number: {label: x}}"), (6, "{label"), "error", "missing required field 'expected'"),
+    ("schema", crit("- {id: c, points: 1, contains: {text: 5}}"), (6, "5}"), "error",
+     "Input should be a valid string or a valid list (got 5)"),
+    ("schema", crit("- {id: c, points: 1, number: {expected: 5}}"), (6, "{expected"), "error",
+     "exactly one of `label` or `pattern`"),
     ("unknown-key", "version: 1\nid: r\ntsk: t\ncriteria:\n" + OK_CRITERION, (3, "tsk"), "error", "did you mean 'task'"),
     ("unknown-key", crit("- {id: c, points: 1, emial_sent: {to: a@b.c}}"), (6, "emial_sent"), "error", "did you mean 'email_sent'"),
     ("unknown-key", crit("- {id: c, points: 1, contains: {txt: x}}"), (6, "txt"), "error", "did you mean 'text'"),
@@ -171,3 +175,11 @@ def test_all_problems_reported_in_one_run(tmp_path):
     """))
     codes = {p.code for p in lint_file(path)}
     assert codes >= {"gate-points", "duplicate-id", "zero-points", "invalid-regex", "unknown-selector"}
+
+
+def test_a_problem_is_always_one_line(tmp_path, capsys):
+    path = tmp_path / "rubric.yaml"
+    path.write_text(HEAD + '"weird\\rkey\\u2028": 1\ncriteria:\n' + OK_CRITERION)
+    assert main(["lint", str(path)]) == 1
+    out = capsys.readouterr().out
+    assert len(out.splitlines()) == 1 and "weird\\rkey\\u2028" in out and "[unknown-key]" in out

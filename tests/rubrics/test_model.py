@@ -42,3 +42,17 @@ def test_header_requires_version_1_and_task():
     with pytest.raises(ValidationError):
         RubricHeader.model_validate({"version": 1, "id": "r"})
     assert RubricHeader.model_validate({"version": 1, "id": "r", "task": "t"}).gates == []
+
+
+def test_public_api_is_lazy_and_complete():
+    import subprocess
+    import sys
+
+    code = ("import sys, rubrics; light = not any(m.split('.')[0] in ('pydantic', 'yaml', 'torch', 'httpx') "
+            "for m in sys.modules); names = [n for n in ('load_rubric', 'load_trajectory', 'score', 'score_many', "
+            "'Result', 'RubricError', 'NoJudge') if callable(getattr(rubrics, n))]; print(light, len(names))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.stdout.split() == ["True", "7"], done.stderr
+    assert callable(rubrics.OpenAIJudge) and callable(rubrics.EmbeddedJudge)
+    with pytest.raises(AttributeError):
+        rubrics.no_such_name

@@ -184,3 +184,18 @@ def test_example_rubric_score_is_in_range():
     traj = EXAMPLE_RUBRIC.parent / "trajectories" / "01-all-gates-pass.json"
     result = rubrics.score(traj, EXAMPLE_RUBRIC, judge=ScriptedJudge(lambda r: Verdict(met=not r.penalty, probability=1.0)))
     assert result.score == 1.0 and result.earned == 8 and result.to_dict()["items"][0]["id"] == "mis-to-cfo"
+
+
+def test_score_many_reads_every_line_of_a_jsonl_path(tmp_path):
+    path = tmp_path / "batch.jsonl"
+    path.write_text('{"id": "x", "final_answer": "GATE"}\n{"id": "y", "messages": 3}\n{"id": "z", "final_answer": "THREE"}\n')
+    results = rubrics.score_many([path, trajectory("GATE", id="w")], RUBRIC, judge=always(True))
+    assert [r.trajectory_id for r in results] == ["x", f"{path}:2", "z", "w"]
+    assert results[1].errors and not results[1].items
+
+
+def test_score_raises_for_a_trajectory_that_cannot_load():
+    from rubrics.trajectory import TrajectoryError
+
+    with pytest.raises(TrajectoryError):
+        rubrics.score({"id": "bad", "messages": 3}, RUBRIC, judge=always(True))

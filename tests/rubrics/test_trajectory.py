@@ -87,6 +87,8 @@ def test_content_parts_are_flattened_and_tool_use_parts_become_calls():
         ]
     )
     assert t.messages[0].content == "first\nsecond"
+    image = load_trajectory([{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "data:..."}}]}])
+    assert image.messages[0].content == "[image_url]"
     assert t.messages[1].content == "calling"
     assert t.tool_calls()[0].arguments == {"q": "travel"}
 
@@ -234,3 +236,17 @@ def test_bare_message_list_error_names_the_message_line(tmp_path: Path):
     path.write_text('[\n  {"role": "user", "content": "hi"},\n  {"content": "no role"}\n]\n')
     with pytest.raises(TrajectoryError, match=r"chat\.json:3: field messages\.1\.role: Field required"):
         load_trajectory(path)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.one_of(st.text(st.characters(exclude_categories=["Cs"]), max_size=30), json_values.map(json.dumps),
+                          shaped.map(json.dumps)), max_size=6))
+def test_jsonl_yields_one_entry_per_non_blank_line_and_never_raises(tmp_path_factory, lines):
+    path = tmp_path_factory.mktemp("fuzz") / "run.jsonl"
+    lines = [line.replace("\n", " ").replace("\r", " ") for line in lines]
+    path.write_text("\n".join(lines), encoding="utf-8")
+    text = path.read_text(encoding="utf-8-sig")
+    entries = list(iter_trajectory_file(path))
+    expected = len([line for line in text.splitlines() if line.strip()]) or 1  # an empty file is one error
+    assert len(entries) == expected
+    assert all(isinstance(e, Trajectory | TrajectoryLoadError) for e in entries)

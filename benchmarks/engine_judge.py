@@ -1,0 +1,185 @@
+"""Judging workload through LLM.score versus a transformers baseline, measured in the same run.
+
+24 trajectories x 6 criteria: each prompt is ~700 tokens, of which ~650 (system prompt, task, trajectory) are
+shared by the 6 criteria of a trajectory; each is scored on the choices " yes" / " no".
+
+    python benchmarks/engine_judge.py [--dtype bfloat16] [--quick] [--threads 2] [--model PATH]
+
+Prints: judgments/s for the engine and for the baseline (one transformers forward per prompt, same model and
+dtype, on a sample of the prompts), their ratio; computed_prompt_tokens / prompt_tokens; peak KV blocks versus a
+contiguous max-length reservation; KV slots allocated but unused at the peak; achieved FLOP/s on computed tokens
+(2 * params * tokens + attention) as a fraction of this machine's GEMM peak, measured here with a big matmul;
+and the time of a second LLM() start-up (weights already converted and cached).
+Targets: ratio >= 5x, computed fraction <= 0.25, unused slots at peak < 4%.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import time
+
+import torch
+
+WORDS = ("invoice expense ledger approval travel quarter spend report department variance receipt budget "
+         "email attachment summary forecast audit policy vendor hotel flight meal region manager signoff "
+         "total figure sheet drive slack message revenue margin cost reconcile").split()
+CRITERIA = [
+    "The report flags the two expenses that were approved without a manager sign-off.",
+    "The department breakdown matches the figures in the Drive sheet exactly.",
+    "The summary compares the quarter with Q2 and explains the biggest change.",
+    "The report fits on one page and a CFO can read it without the raw data.",
+    "Every number in the report can be traced back to the source data.",
+    "The email was sent only to the CFO and to nobody else.",
+]
+SYSTEM = ("You are a strict grader. Read the task and the agent's trajectory, then decide whether the "
+          "criterion is met. Answer with a single word: yes or no.")
+
+
+def trajectory_text(index: int, tokenizer, target_tokens: int) -> str:
+    rng = random.Random(index)
+    lines, text = [], ""
+    step = 0
+    while len(tokenizer.encode(text, add_special_tokens=False)) < target_tokens:
+        step += 1
+        words = " ".join(rng.choice(WORDS) for _ in range(12))
+        lines.append(f"[step {step}] tool=read_file result: {words} amount {rng.randint(100, 99999)}.")
+        text = "\n".join(lines)
+    return text
+
+
+def build_prompts(tokenizer, trajectories: int, criteria: int, shared_tokens: int) -> list[str]:
+    prompts = []
+    for t in range(trajectories):
+        body = trajectory_text(t, tokenizer, shared_tokens - 90)
+        for c in range(criteria):
+            user = (f"Task: prepare the Q3 travel-expense MIS for the CFO.\n\nTrajectory {t}:\n{body}\n\n"
+                    f"Criterion: {CRITERIA[c % len(CRITERIA)]}\nIs the criterion met?")
+            messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
+            prompts.append(tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True))
+    return prompts
+
+
+def gemm_peak_flops(dtype: torch.dtype, size: int = 2048, repeats: int = 8) -> float:
+    a = torch.randn(size, size, dtype=dtype)
+    b = torch.randn(size, size, dtype=dtype)
+    torch.mm(a, b)
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        torch.mm(a, b)
+        best = min(best, time.perf_counter() - start)
+    return 2 * size ** 3 / best
+
+
+def model_flops(llm, stats: dict) -> float:
+    spec = llm.engine.spec
+    model = llm.engine.model
+    total = sum(p.numel() for p in model.parameters())
+    embedding = spec.vocab_size * spec.hidden_size
+    tied = getattr(model, "lm_head", None) is None
+    body = total - embedding * (1 if tied else 2)  # the embedding lookup costs no FLOPs; the LM head is counted per row
+    flops = 2 * body * stats["batched_tokens"]
+    flops += 2 * embedding * stats["logits_rows"]
+    flops += 4 * spec.num_layers * spec.num_heads * spec.head_dim * stats["attention_pairs"]
+    return flops
+
+
+def baseline_rate(folder, dtype, tokenizer, prompts, choices, sample: int) -> tuple[float, list[list[float]]]:
+    """One transformers forward per prompt (logits of the last position only), on the first `sample` prompts."""
+    import transformers
+
+    model = transformers.AutoModelForCausalLM.from_pretrained(folder, dtype=dtype).eval()
+    choice_ids = [tokenizer.encode(c, add_special_tokens=False) for c in choices]
+    if any(len(ids) != 1 for ids in choice_ids):
+        raise SystemExit("the baseline needs single-token choices")
+    scores = []
+    with torch.inference_mode():
+        ids = torch.tensor([tokenizer(prompts[0], add_special_tokens=False)["input_ids"]])
+        model(ids, logits_to_keep=1)  # warm-up
+        start = time.perf_counter()
+        for prompt in prompts[:sample]:
+            ids = torch.tensor([tokenizer(prompt, add_special_tokens=False)["input_ids"]])
+            logprobs = torch.log_softmax(model(ids, logits_to_keep=1).logits[0, -1].float(), -1)
+            scores.append([float(logprobs[c[0]]) for c in choice_ids])
+        elapsed = time.perf_counter() - start
+    return sample / elapsed, scores
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
+    parser.add_argument("--quick", action="store_true", help="6 trajectories x 6 criteria, smaller baseline sample")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--model", default=None, help="HF folder or .gguf (default: the embedded model)")
+    parser.add_argument("--baseline-sample", type=int, default=None, help="prompts timed for the baseline")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+
+    from judge_engine import LLM
+    from judge_engine.models.loader import model_folder
+
+    trajectories = 6 if args.quick else 24
+    criteria = 6
+    choices = [" yes", " no"]
+    dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16}[args.dtype]
+
+    LLM(args.model, dtype=args.dtype)  # first start-up: may fetch and convert the weights once
+    start = time.perf_counter()
+    llm = LLM(args.model, dtype=args.dtype)
+    startup_s = time.perf_counter() - start
+
+    prompts = build_prompts(llm.tokenizer, trajectories, criteria, shared_tokens=650)
+    lengths = [len(llm.engine.encode(p)) for p in prompts]
+    llm.score(["warm-up prompt"], choices)
+    llm.engine.block_manager.reset_prefix_cache()
+    before = llm.stats()
+    start = time.perf_counter()
+    engine_scores = llm.score(prompts, choices)
+    engine_s = time.perf_counter() - start
+    stats = {k: v - before[k] if isinstance(v, (int, float)) and k in before else v
+             for k, v in llm.stats().items()}
+    stats["kv_blocks_peak"] = llm.stats()["kv_blocks_peak"]
+    stats["kv_slots_unused_at_peak"] = llm.stats()["kv_slots_unused_at_peak"]
+    stats["kv_seqs_at_peak"] = llm.stats()["kv_seqs_at_peak"]
+    engine_rate = len(prompts) / engine_s
+
+    sample = args.baseline_sample or (6 if args.quick else 24)
+    base_rate, base_scores = baseline_rate(model_folder(llm.model_path), dtype, llm.tokenizer, prompts, choices,
+                                           sample)
+    agreement = max(abs(a - b) for row_e, row_b in zip(engine_scores, base_scores) for a, b in zip(row_e, row_b))
+
+    peak = gemm_peak_flops(dtype)
+    flops = model_flops(llm, stats)
+    block_size = llm.engine.config.block_size
+    paged_slots = stats["kv_blocks_peak"] * block_size
+    contiguous_model = stats["kv_seqs_at_peak"] * llm.engine.max_model_len
+    contiguous_workload = stats["kv_seqs_at_peak"] * max(lengths)
+    unused = stats["kv_slots_unused_at_peak"] / paged_slots if paged_slots else 0.0
+    computed_fraction = stats["computed_prompt_tokens"] / stats["prompt_tokens"]
+
+    print(f"workload: {trajectories} trajectories x {criteria} criteria = {len(prompts)} judgments, "
+          f"prompt tokens {min(lengths)}-{max(lengths)}, choices {choices}, dtype {args.dtype}, "
+          f"threads {args.threads}")
+    print(f"second LLM() start-up (weights cached): {startup_s:.2f} s")
+    print(f"engine:   {engine_rate:8.2f} judgments/s ({engine_s:.1f} s, {stats['steps']} steps)")
+    print(f"baseline: {base_rate:8.2f} judgments/s (transformers, one forward per prompt, {sample} prompts timed)")
+    print(f"ratio:    {engine_rate / base_rate:8.2f}x  (target >= 5x); max |log-prob engine - baseline| "
+          f"{agreement:.2e}")
+    print(f"computed_prompt_tokens / prompt_tokens: {stats['computed_prompt_tokens']} / {stats['prompt_tokens']}"
+          f" = {computed_fraction:.3f} (target <= 0.25); prefix cache hit rate {stats['prefix_cache_hit_rate']:.3f}")
+    print(f"KV at peak: {stats['kv_blocks_peak']} blocks x {block_size} = {paged_slots} slots for "
+          f"{stats['kv_seqs_at_peak']} live sequences; a contiguous reservation would need "
+          f"{contiguous_model} slots at max_model_len {llm.engine.max_model_len} "
+          f"({contiguous_model / max(paged_slots, 1):.0f}x), {contiguous_workload} at the longest prompt "
+          f"({contiguous_workload / max(paged_slots, 1):.1f}x)")
+    print(f"KV slots allocated but unused at peak: {stats['kv_slots_unused_at_peak']} / {paged_slots} = "
+          f"{100 * unused:.2f}% (target < 4%)")
+    print(f"FLOPs on computed tokens: {flops / 1e9:.1f} GFLOP over {stats['batched_tokens']} tokens; "
+          f"achieved {flops / engine_s / 1e9:.1f} GFLOP/s end-to-end, {flops / stats['model_time_s'] / 1e9:.1f} "
+          f"GFLOP/s inside the model; GEMM peak measured {peak / 1e9:.1f} GFLOP/s -> "
+          f"{flops / engine_s / peak:.2f} of peak end-to-end ({flops / stats['model_time_s'] / peak:.2f} in model)")
+
+
+if __name__ == "__main__":
+    main()

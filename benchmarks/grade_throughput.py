@@ -1,0 +1,153 @@
+"""Judging throughput of `rubric grade` against a plain transformers loop, on the same prompts and weights.
+
+    python benchmarks/grade_throughput.py [--trajectories 50] [--method likelihood|choice] [--threads 2]
+
+1. Builds N CFO trajectories (the example's and the labelled set's, each copy made distinct so that no prompt
+   repeats whole) in a temporary folder.
+2. Engine: `rubric grade` in-process on them with the embedded judge (one batched engine run); the model load
+   is timed apart, the grading time is what the judgments/s figure uses.
+3. Baseline: the same judge prompts (token ids from the same PromptBuilder) graded item by item through
+   transformers' AutoModelForCausalLM on the same converted weights: one forward per judge prompt (for the
+   likelihood method, prompt + statement, the content-free baseline once per item as the engine does).
+4. Prints judgments/s of both, the speed-up (target: at least 5x), and the largest probability difference
+   between the two (they should agree to float precision).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+RUBRIC = REPO / "examples" / "cfo-mis" / "rubric.yaml"
+SOURCES = [REPO / "examples" / "cfo-mis" / "trajectories", REPO / "examples" / "labels" / "cfo-mis" / "trajectories"]
+
+
+def make_trajectories(folder: Path, count: int) -> list[Path]:
+    sources = sorted(p for d in SOURCES for p in d.glob("*.json"))
+    paths = []
+    for index in range(count):
+        data = json.loads(sources[index % len(sources)].read_text())
+        if isinstance(data, list):  # bare OpenAI messages
+            data = {"messages": data}
+        data["id"] = f"bench-{index:03d}"
+        note = f"\n(Run {index}: prepared from the finance share on day {index % 28 + 1}.)"
+        if data.get("final_answer"):
+            data["final_answer"] += note
+        else:
+            data["final_answer"] = (data["messages"][-1].get("content") or "") + note
+        path = folder / f"bench-{index:03d}.json"
+        path.write_text(json.dumps(data))
+        paths.append(path)
+    return paths
+
+
+def engine_run(folder: Path, method: str, threads: int) -> tuple[float, float, int, object, list]:
+    import torch
+
+    import rubrics
+    from rubrics.judges.embedded import EmbeddedJudge
+
+    torch.set_num_threads(threads)
+    started = time.perf_counter()
+    judge = EmbeddedJudge(method=method)
+    judge.builder  # loads the engine, the weights and the tokenizer
+    load_s = time.perf_counter() - started
+    paths = sorted(folder.glob("*.json"))
+    started = time.perf_counter()
+    results = rubrics.score_many(paths, RUBRIC, judge=judge)
+    grade_s = time.perf_counter() - started
+    judgments = sum(1 for r in results for i in r.items if i.method == "judge" and i.status != "error")
+    return load_s, grade_s, judgments, judge, results
+
+
+def transformers_run(judge, folder: Path, threads: int, limit: int | None) -> tuple[float, int, dict]:
+    """Item by item: one forward per judge prompt on AutoModelForCausalLM over the same weights."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    import rubrics
+    from judge_engine.models.loader import model_folder
+    from rubrics.compiler import compile_rubric
+    from rubrics.judges import likelihood
+    from rubrics.judges.embedded import choice_probability
+
+    torch.set_num_threads(threads)
+    model = AutoModelForCausalLM.from_pretrained(str(model_folder(judge.llm.model_path)),
+                                                 dtype=torch.float32).eval()
+    plan = compile_rubric(rubrics.load_rubric(RUBRIC))
+    requests = [r for p in sorted(folder.glob("*.json")) for r in plan.judge_requests(rubrics.load_trajectory(p))]
+    requests = requests[:limit] if limit else requests
+    built = judge.build_prompts(requests)
+
+    def choice_logprobs(prompt: list[int], choices: list[list[int]]) -> list[float]:
+        if all(len(c) == 1 for c in choices):  # one forward gives every single-token choice
+            with torch.no_grad():
+                logits = model(torch.tensor([prompt])).logits[0, -1].float()
+            lp = torch.log_softmax(logits, -1)
+            return [lp[c[0]].item() for c in choices]
+        values = []
+        for choice in choices:
+            with torch.no_grad():
+                logits = model(torch.tensor([prompt + choice])).logits[0].float()
+            lp = torch.log_softmax(logits[len(prompt) - 1:-1], -1)
+            values.append(sum(lp[i, t].item() for i, t in enumerate(choice)))
+        return values
+
+    probabilities: dict[str, float] = {}
+    baselines: dict[tuple, float] = {}
+    started = time.perf_counter()
+    for request, prompt in zip(requests, built):
+        if prompt.method == "likelihood":
+            key = (tuple(prompt.baseline), tuple(prompt.choices[0]))
+            if key not in baselines:
+                baselines[key] = choice_logprobs(prompt.baseline, prompt.choices)[0]
+            evidence = choice_logprobs(prompt.ids, prompt.choices)[0]
+            pmi = likelihood.pmi_per_token(evidence, baselines[key], len(prompt.choices[0]))
+            probabilities[request.key] = likelihood.probability(pmi, judge.scale, judge.offset)
+        else:
+            probabilities[request.key] = choice_probability(choice_logprobs(prompt.ids, prompt.choices))
+    return time.perf_counter() - started, len(requests), probabilities
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--trajectories", type=int, default=50)
+    parser.add_argument("--method", choices=("choice", "likelihood"), default=None,
+                        help="verdict method (default: the embedded judge's default)")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--baseline-limit", type=int, default=None,
+                        help="grade only the first N prompts with transformers and extrapolate the rate")
+    args = parser.parse_args()
+    from rubrics.judges.embedded import DEFAULT_METHOD
+
+    method = args.method or DEFAULT_METHOD
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        make_trajectories(folder, args.trajectories)
+        load_s, grade_s, judgments, judge, results = engine_run(folder, method, args.threads)
+        stats = judge.stats()
+        engine_rate = judgments / grade_s
+        print(f"engine: {args.trajectories} trajectories, {judgments} judgments ({method}) in {grade_s:.1f}s "
+              f"= {engine_rate:.2f} judgments/s (model load {load_s:.1f}s apart)")
+        print(f"engine: prompt_tokens={stats['prompt_tokens']} computed={stats['computed_prompt_tokens']} "
+              f"ratio={stats['computed_prompt_tokens'] / max(1, stats['prompt_tokens']):.3f} "
+              f"prefix_cache_hit_rate={stats['prefix_cache_hit_rate']:.3f}")
+        hf_s, hf_count, hf_probs = transformers_run(judge, folder, args.threads, args.baseline_limit)
+        hf_rate = hf_count / hf_s
+        print(f"transformers item by item: {hf_count} judgments in {hf_s:.1f}s = {hf_rate:.2f} judgments/s")
+        engine_probs = {f"{r.trajectory_id}::{i.id}": i.probability for r in results for i in r.items
+                        if i.method == "judge"}
+        diffs = [abs(engine_probs[k] - p) for k, p in hf_probs.items() if engine_probs.get(k) is not None]
+        print(f"max |p_engine - p_transformers| over {len(diffs)} judgments: {max(diffs, default=math.nan):.2e}")
+        speedup = engine_rate / hf_rate
+        print(f"speed-up: {speedup:.1f}x (target >= 5x): {'PASS' if speedup >= 5 else 'BELOW TARGET'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,129 @@
+"""judge-eval: labels loading, agreement metrics, threshold fitting, and the command over a scripted judge."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from judge_models import INVOICE_RUBRIC, LABELS_DIR
+from rubric_fakes import ScriptedJudge
+from rubrics import judge_eval as je
+from rubrics.judges.protocol import Verdict
+
+INVOICE_LABELS = LABELS_DIR / "invoice-fix" / "labels.jsonl"
+CFO_LABELS = LABELS_DIR / "cfo-mis" / "labels.jsonl"
+
+
+def judged(pairs, item="a"):
+    return [je.Judged(je.Label(f"t{i}", None, item, y, f"x:{i}"), p, None) for i, (y, p) in enumerate(pairs)]
+
+
+def test_agreement_metrics_by_hand():
+    # truth:    T T T F F F ; predicted at 0.5: T T F T F F
+    pairs = [(True, 0.9), (True, 0.6), (True, 0.4), (False, 0.7), (False, 0.2), (False, 0.1)]
+    a = je.agreement(pairs)
+    assert a.n == 6 and a.positives == 3 and a.errors == 0
+    assert a.accuracy == pytest.approx(4 / 6)
+    assert a.balanced_accuracy == pytest.approx((2 / 3 + 2 / 3) / 2)
+    # observed 4/6, expected 0.5*0.5 + 0.5*0.5 = 0.5 -> kappa (0.6667 - 0.5) / 0.5
+    assert a.kappa == pytest.approx((4 / 6 - 0.5) / 0.5)
+    assert a.brier == pytest.approx((0.01 + 0.16 + 0.36 + 0.49 + 0.04 + 0.01) / 6)
+
+
+def test_errors_are_counted_apart_and_constant_raters_have_no_kappa():
+    a = je.agreement([(True, None), (True, 0.8), (True, 0.9)])
+    assert a.errors == 1 and a.n == 2 and a.accuracy == 1.0 and a.kappa is None
+    assert je.agreement([(True, None)]).accuracy is None
+
+
+def test_fit_thresholds_maximises_balanced_accuracy_inside_zero_one():
+    data = judged([(True, 0.40), (True, 0.35), (False, 0.30), (False, 0.20)])
+    fitted = je.fit_thresholds(data)
+    assert 0.30 < fitted["a"] <= 0.35
+    report = je.evaluate(data, fitted)
+    assert report.per_item["a"].accuracy == 1.0 and je.evaluate(data).per_item["a"].accuracy == 0.5
+    assert all(0 < t < 1 for t in je.fit_thresholds(judged([(True, 0.0), (False, 1.0)])).values())
+
+
+def test_cross_validated_thresholds_are_fitted_without_the_held_out_trajectory():
+    # One item; the held-out label is always the one the others would mis-threshold.
+    data = judged([(True, 0.9), (False, 0.1), (True, 0.8), (False, 0.2)])
+    assert je.cross_validated(data).overall.accuracy == 1.0
+    flipped = judged([(False, 0.9), (True, 0.1)])
+    assert je.cross_validated(flipped).overall.accuracy == 0.0
+
+
+def test_calibrate_likelihood_fits_on_raw_pmi():
+    from rubrics.judges.likelihood import sigmoid
+
+    raw = [(True, sigmoid(1.0)), (True, sigmoid(0.6)), (False, sigmoid(-0.2)), (False, sigmoid(0.1)),
+           (True, sigmoid(0.2)), (False, sigmoid(0.5))]
+    recalibrated, (scale, offset) = je.calibrate_likelihood(judged(raw))
+    assert scale > 0
+    assert je.evaluate(recalibrated).overall.brier < je.evaluate(judged(raw)).overall.brier
+
+
+def test_shipped_label_sets_are_large_enough_and_balanced():
+    cfo, invoice = je.load_labels(CFO_LABELS), je.load_labels(INVOICE_LABELS)
+    assert len(cfo) + len(invoice) >= 60
+    for labels in (cfo, invoice):
+        positives = sum(label.met for label in labels)
+        assert 0.25 < positives / len(labels) < 0.75
+        assert len({(label.trajectory_key, label.item_id) for label in labels}) == len(labels)
+
+
+def test_bad_label_lines_name_file_and_line(tmp_path):
+    path = tmp_path / "labels.jsonl"
+    path.write_text('{"trajectory": {"id": "x", "messages": []}, "item_id": "a", "met": true}\n'
+                    '{"trajectory": "missing.json", "item_id": "a", "met": true}\n')
+    with pytest.raises(je.LabelsError, match=r"labels.jsonl:2: trajectory file .*missing.json not found"):
+        je.load_labels(path)
+    path.write_text('{"trajectory": {"id": "x", "messages": []}, "item_id": "a", "met": "yes"}\n')
+    with pytest.raises(je.LabelsError, match=r"labels.jsonl:1: 'met' must be true or false"):
+        je.load_labels(path)
+
+
+def oracle_for(labels):
+    """A scripted judge that knows the labels of the invoice set (and says 0.5 for unlabelled items)."""
+    truth = {(label.trajectory.id, label.item_id): label.met for label in labels}
+    return ScriptedJudge(lambda r: Verdict(met=truth.get((r.trajectory_id, r.item_id), False),
+                                           probability=0.9 if truth.get((r.trajectory_id, r.item_id)) else 0.2))
+
+
+def test_judge_labels_grades_each_trajectory_once_and_pairs_labels():
+    labels = je.load_labels(INVOICE_LABELS)
+    judge = oracle_for(labels)
+    from rubrics.loading import load_rubric
+
+    pairs, skipped = je.judge_labels(labels, load_rubric(INVOICE_RUBRIC), judge)
+    assert not skipped and len(pairs) == len(labels)
+    assert len(judge.calls) == 1  # one batch
+    assert len({r.trajectory_id for r in judge.calls[0]}) == 10
+    report = je.evaluate(pairs)
+    assert report.overall.accuracy == 1.0 and report.overall.kappa == 1.0
+
+
+def test_no_examples_wrapper_strips_few_shot_examples():
+    from rubrics.judges.protocol import JudgeExample
+    from test_judge_prompts import request
+
+    inner = ScriptedJudge()
+    je.ExamplesRemoved(inner).judge([request(examples=(JudgeExample("e", True),))])
+    assert inner.calls[0][0].examples == ()
+
+
+def test_judge_eval_command_prints_agreement(monkeypatch, capsys):
+    from rubrics.cli import judge_eval as command
+    from rubrics.cli.main import main
+
+    labels = je.load_labels(INVOICE_LABELS)
+    monkeypatch.setattr(command, "build_judge", lambda args: oracle_for(labels))
+    assert main(["judge-eval", str(INVOICE_LABELS), "--rubric", str(INVOICE_RUBRIC), "--fit-thresholds",
+                 "--format", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["labels"] == 50 and out["report"]["overall"]["accuracy"] == 1.0
+    assert set(out["fitted_thresholds"]) == {"root-cause", "uses-decimal", "reports-tests", "edits-tests",
+                                             "overclaims"}
+    assert main(["judge-eval", str(INVOICE_LABELS), "--rubric", str(INVOICE_RUBRIC)]) == 0
+    table = capsys.readouterr().out
+    assert "OVERALL" in table and "kappa" in table
