@@ -9,6 +9,7 @@
 
     python benchmarks/gpu_check.py              # exit 0: all checks passed; 1: one failed
     python benchmarks/gpu_check.py --kernels-only
+    python benchmarks/gpu_check.py --bench-args "--dtype bfloat16"
 
 On a machine without CUDA it says so and exits 0. `TRITON_INTERPRET=1 python benchmarks/gpu_check.py
 --device cpu --kernels-only` dry-runs the kernel checks on tiny sizes under the Triton interpreter.
@@ -19,6 +20,8 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import random
+import shlex
 import subprocess
 import sys
 import time
@@ -66,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
         _time_kernels(device)
     if not args.kernels_only:
         outcomes.append(_check_engine_logits(args.device))
-        outcomes += _run_benchmarks(args.device, deadline)
+        outcomes += _run_benchmarks(args.device, deadline, shlex.split(args.bench_args))
     return _summarise(outcomes)
 
 
@@ -75,6 +78,7 @@ def _parse(argv):
     parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     parser.add_argument("--kernels-only", action="store_true", help="skip the engine checks and benchmarks")
     parser.add_argument("--budget", type=float, default=290.0, help="seconds for the whole check")
+    parser.add_argument("--bench-args", default="", help='more options for both benchmarks, e.g. "--dtype bfloat16"')
     return parser.parse_args(argv)
 
 
@@ -125,46 +129,53 @@ def _make_batch(query_lens, context_lens, block_size, num_kv_heads, group, head_
     return q, k, v, k_cache, v_cache, meta
 
 
-def _batch_shapes(tiny: bool, rng):
-    """(prefill query_lens, context_lens), (decode context_lens): ragged, prefix hits, mid-block ends."""
+def _batch_shapes(tiny: bool) -> dict[str, tuple[list[int], list[int]]]:
+    """kind -> (query_lens, context_lens): ragged, prefix hits, mid-block ends; few long sequences make
+    the decode kernel split its keys into partitions on a GPU."""
     if tiny:
-        return ([1, 21, 40], [1, 50, 40]), [1, 16, 33, 70]
+        return {"prefill": ([1, 21, 40], [1, 50, 40]), "decode": ([1] * 4, [1, 16, 33, 70])}
+    rng = random.Random(0)
     query_lens = [1, 37, 200, 513, 64, 1000]
     prefixes = [0, 64, 0, 300, 1500, 17]
-    decode = [1, 16, 17] + [int(rng.integers(1, 4000)) for _ in range(61)]
-    return (query_lens, [q + p for q, p in zip(query_lens, prefixes)]), decode
+    decode = [1, 16, 17] + [rng.randint(1, 4000) for _ in range(61)]
+    return {"prefill": (query_lens, [q + p for q, p in zip(query_lens, prefixes)]),
+            "decode": ([1] * len(decode), decode),
+            "decode-long": ([1] * 4, [1, 700, 3001, 5000])}
 
 
 def _check_kernels(device, tiny: bool) -> list[Outcome]:
-    import numpy as np
+    import torch
+
+    outcomes = []
+    for dtype_name, dtype in (("float32", torch.float32), ("bfloat16", torch.bfloat16)):
+        if tiny and dtype is torch.bfloat16:
+            continue  # the interpreter's bfloat16 is numpy emulation: not what this check is about
+        for layout in LAYOUTS:
+            for kind, (query_lens, context_lens) in _batch_shapes(tiny).items():
+                batch = _make_batch(query_lens, context_lens, *layout[1:], dtype, device, seed=len(outcomes))
+                outcome = _check_batch(batch, f"kernel {kind} {dtype_name} {layout[0]}", TOLERANCE[dtype_name])
+                print(f"  {'ok  ' if outcome.ok else 'FAIL'} {outcome.name}: {outcome.detail}", flush=True)
+                outcomes.append(outcome)
+    return outcomes
+
+
+def _check_batch(batch, name: str, tolerance: float) -> Outcome:
     import torch
 
     from judge_engine import kernels
     from judge_engine.attention import torch_paged
 
-    rng = np.random.default_rng(0)
-    (prefill_q, prefill_ctx), decode_ctx = _batch_shapes(tiny, rng)
-    outcomes = []
-    for dtype_name, dtype in (("float32", torch.float32), ("bfloat16", torch.bfloat16)):
-        if tiny and dtype is torch.bfloat16:
-            continue  # the interpreter's bfloat16 is numpy emulation: not what this check is about
-        for name, block_size, num_kv_heads, group, head_dim in LAYOUTS:
-            for kind, q_lens, ctx in (("prefill", prefill_q, prefill_ctx), ("decode", [1] * len(decode_ctx), decode_ctx)):
-                q, k, v, k_cache, v_cache, meta = _make_batch(q_lens, ctx, block_size, num_kv_heads, group,
-                                                              head_dim, dtype, device, seed=len(outcomes))
-                ref_k, ref_v = k_cache.clone(), v_cache.clone()
-                torch_paged.store_kv(k, v, ref_k, ref_v, meta.slot_mapping)
-                kernels.store_kv(k, v, k_cache, v_cache, meta.slot_mapping)
-                stored = torch.equal(k_cache, ref_k) and torch.equal(v_cache, ref_v)
-                scale = 1 / math.sqrt(head_dim)
-                out = kernels.paged_attention(q, k_cache, v_cache, meta, scale)
-                expected = torch_paged.paged_attention(q, k_cache, v_cache, meta, scale)
-                error = (out.float() - expected.float()).abs().max().item()
-                ok = stored and error <= TOLERANCE[dtype_name]
-                detail = f"max abs error {error:.2e} (limit {TOLERANCE[dtype_name]:.0e}), store_kv exact: {stored}"
-                outcomes.append(Outcome(f"kernel {kind} {dtype_name} {name}", ok, detail))
-                print(f"  {'ok  ' if ok else 'FAIL'} {outcomes[-1].name}: {detail}", flush=True)
-    return outcomes
+    q, k, v, k_cache, v_cache, meta = batch
+    ref_k, ref_v = k_cache.clone(), v_cache.clone()
+    torch_paged.store_kv(k, v, ref_k, ref_v, meta.slot_mapping)
+    kernels.store_kv(k, v, k_cache, v_cache, meta.slot_mapping)
+    stored = torch.equal(k_cache, ref_k) and torch.equal(v_cache, ref_v)
+    scale = 1 / math.sqrt(q.shape[2])
+    out = kernels.paged_attention(q, k_cache, v_cache, meta, scale)
+    expected = torch_paged.paged_attention(q, k_cache, v_cache, meta, scale)
+    error = (out.float() - expected.float()).abs().max().item()
+    detail = f"max abs error {error:.2e} (limit {tolerance:.0e}), store_kv exact: {stored}"
+    return Outcome(name, stored and error <= tolerance, detail)
 
 
 def _time_kernels(device) -> None:
@@ -236,7 +247,7 @@ def _check_engine_logits(device: str) -> Outcome:
     return Outcome("engine logits, triton vs torch", ok, detail)
 
 
-def _run_benchmarks(device: str, deadline: float) -> list[Outcome]:
+def _run_benchmarks(device: str, deadline: float, extra_args: list[str]) -> list[Outcome]:
     outcomes = []
     for position, script in enumerate(BENCHMARKS):
         path = REPO / "benchmarks" / script
@@ -249,9 +260,10 @@ def _run_benchmarks(device: str, deadline: float) -> list[Outcome]:
         if timeout < 10:
             outcomes.append(Outcome(script, False, "no time left in the budget"))
             continue
-        print(f"--- {script} --device {device} (timeout {timeout:.0f} s)", flush=True)
+        command = [sys.executable, str(path), "--device", device, *extra_args]
+        print(f"--- {' '.join(command[1:])} (timeout {timeout:.0f} s)", flush=True)
         try:
-            done = subprocess.run([sys.executable, str(path), "--device", device], cwd=REPO, timeout=timeout)
+            done = subprocess.run(command, cwd=REPO, timeout=timeout)
             outcomes.append(Outcome(script, done.returncode == 0, f"exit code {done.returncode}"))
         except subprocess.TimeoutExpired:
             outcomes.append(Outcome(script, False, f"timed out after {timeout:.0f} s"))

@@ -90,10 +90,14 @@ class LLMEngine:
         return list(self.tokenizer(prompt, add_special_tokens=add_special)["input_ids"])
 
     def add_request(self, request_id: str, prompt: str | list[int], params: SamplingParams | None = None,
-                    *, stream: bool = True, logprobs_from: int | None = None) -> None:
+                    *, stream: bool = True, logprobs_from: int | None = None,
+                    next_token_candidates: tuple[int, ...] = ()) -> None:
         """Queue a request. A prompt that cannot run (empty, longer than the context or the whole KV cache)
         is not an exception: its error output comes back from the next step(). With stream=True, step()
-        also returns an unfinished output each time the request gains tokens."""
+        also returns an unfinished output each time the request gains tokens.
+
+        logprobs_from: also compute log P(token) of every prompt token from this index on (LLM.score);
+        next_token_candidates: also compute the log-probability of these ids as the token after the prompt."""
         if request_id in self._requests:
             raise ValueError(f"request_id {request_id!r} is already in the engine")
         params = params or SamplingParams()
@@ -101,7 +105,8 @@ class LLMEngine:
         if params.prompt_logprobs is not None:
             logprobs_from = 1
         seq = Sequence(request_id, token_ids, params, logprobs_from=logprobs_from,
-                       generator=make_generator(params, torch.device("cpu")))
+                       generator=make_generator(params, torch.device("cpu")),
+                       next_token_candidates=tuple(next_token_candidates))
         text_prompt = prompt if isinstance(prompt, str) else None
         error = self._reject_reason(seq)
         if error is not None:
@@ -128,7 +133,8 @@ class LLMEngine:
                     f"({self.block_manager.num_blocks} blocks of {self.config.block_size})")
         if seq.logprobs_from is not None and not 1 <= seq.logprobs_from <= n:
             return f"log-probabilities asked from token {seq.logprobs_from} of a {n}-token prompt"
-        if max(seq.token_ids) >= self.spec.vocab_size or min(seq.token_ids) < 0:
+        ids = seq.token_ids + list(seq.next_token_candidates)
+        if max(ids) >= self.spec.vocab_size or min(ids) < 0:
             return f"prompt has token ids outside the vocabulary (size {self.spec.vocab_size})"
         return None
 
@@ -191,6 +197,9 @@ class LLMEngine:
             prompt_positions = [p for p in positions if p < seq.num_prompt_tokens - 1]
             if prompt_positions:
                 self._record_prompt_logprobs(seq, prompt_positions, rows[:len(prompt_positions)])
+            if item.end == seq.num_tokens and seq.next_token_candidates:
+                last = torch.log_softmax(rows[-1], dim=-1)
+                seq.next_token_logprobs = {t: float(last[t]) for t in seq.next_token_candidates}
             if item.end == seq.num_tokens and seq.wants_next_token:
                 sample_rows.append(row + len(positions) - 1)
                 sample_seqs.append(seq)
@@ -283,6 +292,7 @@ class LLMEngine:
                     if seq.logits_rows else None),
             logits_positions=sorted(seq.logits_rows) if seq.params.return_logits else None,
             error=seq.error,
+            next_token_logprobs=dict(seq.next_token_logprobs) if seq.next_token_candidates else None,
             metrics=RequestMetrics(seq.arrival_time, seq.first_token_time, seq.finished_time,
                                    seq.num_output_tokens, seq.num_cached_tokens, seq.num_preemptions),
         )

@@ -55,10 +55,11 @@ class LLM:
         """lps[i][j] = log P(choices[j] | prompts[i]), summed over the choice's tokens.
 
         Each choice is tokenized on its own (no special tokens) and appended to the prompt's ids, so the
-        prompt/choice boundary never merges tokens. All prompt x choice sequences go through one batch; the
-        prompt's full blocks are computed once and served to its other choices by the prefix cache.
-        A prompt that cannot be scored gets a ScoreError in its place; if every prompt fails, the first
-        ScoreError is raised instead."""
+        prompt/choice boundary never merges tokens. One sequence per prompt gives every choice's first token
+        from its last row; a choice of several tokens adds a prompt+choice sequence whose prompt blocks come
+        from the prefix cache (only the prompt's last partial block and the choice are computed). Everything
+        goes through one batch. A prompt that cannot be scored gets a ScoreError in its place; if every prompt
+        fails, the first ScoreError is raised instead."""
         prompts = _as_prompt_list(prompts)
         if not choices:
             raise ValueError("choices: expected at least one choice")
@@ -66,36 +67,49 @@ class LLM:
         empty = [c for c, ids in zip(choices, choice_ids) if not ids]
         if empty:
             raise ValueError(f"choices: {empty[0]!r} has no tokens")
+        first_tokens = tuple(sorted({ids[0] for ids in choice_ids}))
         params = SamplingParams(max_tokens=0)
-        request_ids: list[list[str]] = []
-        prompt_lens: list[int] = []
+        plans: list[tuple[str, list[str | None], int] | None] = []
         for prompt in prompts:
             prompt_ids = self.engine.encode(prompt)
-            prompt_lens.append(len(prompt_ids))
-            request_ids.append([self._add(prompt_ids + ids, params, logprobs_from=len(prompt_ids))
-                                for ids in choice_ids] if prompt_ids else [])
-        finished = self._run({rid for row in request_ids for rid in row})
-        results = [self._score_row(i, [finished[rid] for rid in row], prompt_lens[i])
-                   for i, row in enumerate(request_ids)]
+            if not prompt_ids:
+                plans.append(None)
+                continue
+            head = self._add(prompt_ids, params, next_token_candidates=first_tokens)
+            tails = [self._add(prompt_ids + ids, params, logprobs_from=len(prompt_ids) + 1) if len(ids) > 1
+                     else None for ids in choice_ids]
+            plans.append((head, tails, len(prompt_ids)))
+        wanted = {rid for plan in plans if plan for rid in [plan[0], *plan[1]] if rid is not None}
+        finished = self._run(wanted)
+        results = [self._score_row(i, plan, finished, choice_ids) for i, plan in enumerate(plans)]
         if results and all(isinstance(r, ScoreError) for r in results):
             raise results[0]
         return results
 
     @staticmethod
-    def _score_row(index: int, outputs: list[RequestOutput], prompt_len: int) -> list[float] | ScoreError:
-        if prompt_len == 0:
+    def _score_row(index: int, plan, finished: dict[str, RequestOutput],
+                   choice_ids: list[list[int]]) -> list[float] | ScoreError:
+        if plan is None:
             return ScoreError(index, "empty prompt: nothing to condition on")
+        head_id, tail_ids, prompt_len = plan
+        head = finished[head_id]
+        if head.error is not None:
+            return ScoreError(index, head.error)
         row: list[float] = []
-        for out in outputs:
-            if out.error is not None:
-                return ScoreError(index, out.error)
-            entries = out.prompt_logprobs[prompt_len:]
-            row.append(sum(entry[token] for entry, token in zip(entries, out.prompt_token_ids[prompt_len:])))
+        for ids, tail_id in zip(choice_ids, tail_ids):
+            value = head.next_token_logprobs[ids[0]]
+            if tail_id is not None:
+                tail = finished[tail_id]
+                if tail.error is not None:
+                    return ScoreError(index, tail.error)
+                value += sum(entry[token] for entry, token in
+                             zip(tail.prompt_logprobs[prompt_len + 1:], tail.prompt_token_ids[prompt_len + 1:]))
+            row.append(value)
         return row
 
-    def _add(self, prompt: Prompt, params: SamplingParams, logprobs_from: int | None = None) -> str:
+    def _add(self, prompt: Prompt, params: SamplingParams, **scoring) -> str:
         request_id = f"llm-{next(self._ids)}"
-        self.engine.add_request(request_id, prompt, params, stream=False, logprobs_from=logprobs_from)
+        self.engine.add_request(request_id, prompt, params, stream=False, **scoring)
         return request_id
 
     def _run(self, request_ids: set[str]) -> dict[str, RequestOutput]:

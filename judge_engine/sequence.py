@@ -26,6 +26,10 @@ class Sequence:
     # never serves the position just before it, so that position's logits are computed.
     logprobs_from: int | None = None
     generator: torch.Generator | None = None
+    # Token ids whose log-probability as the next token after the whole sequence is wanted (LLM.score: the
+    # first token of each choice, read from one row instead of one sequence per choice).
+    next_token_candidates: tuple[int, ...] = ()
+    next_token_logprobs: dict[int, float] = field(default_factory=dict)
     num_prompt_tokens: int = field(init=False)
     status: SequenceStatus = SequenceStatus.WAITING
     num_computed_tokens: int = 0
@@ -79,7 +83,7 @@ class Sequence:
             first = max(start, self.logprobs_from - 1)
             last = min(end, self.num_prompt_tokens - 1)
             positions.extend(range(first, last))
-        if end == self.num_tokens and self.wants_next_token:
+        if end == self.num_tokens and (self.wants_next_token or self.next_token_candidates):
             positions.append(end - 1)
         return positions
 

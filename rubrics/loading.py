@@ -138,7 +138,7 @@ def read_rubric(src) -> tuple[object, SourceMap, list[Problem], str]:
         try:
             text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
-            return None, SourceMap(), [Problem("", 0, 0, ERROR, f"cannot read the file: {exc}", "io-error")], str(src)
+            return None, SourceMap(), [Problem("", 1, 1, ERROR, f"cannot read the file: {exc}", "io-error")], str(src)
         return (*parse_yaml(text), str(src))
     if isinstance(src, str):
         return (*parse_yaml(src), "<text>")

@@ -112,9 +112,10 @@ def _decode(q, k_cache, v_cache, meta: AttentionMetadata, scale: float) -> torch
     max_len = meta.max_context_len
     num_blocks = -(-max_len // block_size)
     # -1 entries point past the end of short sequences; any valid block will do since the mask hides it.
-    tables = meta.block_tables[:, :num_blocks].long().clamp(min=0)
-    k = k_cache[tables].flatten(1, 2)[:, :max_len]  # [B, maxlen, Hkv, D]
-    v = v_cache[tables].flatten(1, 2)[:, :max_len]
+    tables = meta.block_tables[:, :num_blocks].long().clamp(min=0).flatten()
+    padded_shape = (batch, num_blocks * block_size, *k_cache.shape[2:])
+    k = k_cache.index_select(0, tables).view(padded_shape)[:, :max_len]  # [B, maxlen, Hkv, D]
+    v = v_cache.index_select(0, tables).view(padded_shape)[:, :max_len]
     key_pos = torch.arange(max_len, device=q.device)
     mask = (key_pos[None, :] < meta.context_lens[:, None].to(key_pos.device)).unsqueeze(1)  # [B, 1, maxlen]
     out = _attend(q[:batch].unsqueeze(1), k, v, mask, scale).squeeze(1)

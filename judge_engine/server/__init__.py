@@ -1,0 +1,7 @@
+"""An OpenAI-compatible HTTP server on one judge_engine LLMEngine (`rubric serve`).
+
+app.py: the Starlette app and routes; engine_loop.py: the thread that drives the engine and feeds each request's
+queue; protocol.py: request and response bodies in OpenAI's shapes; chat_encoding.py: chat messages to token
+ids with contents kept out of special-token parsing; logprobs.py, errors.py: response pieces; background.py:
+servers on 127.0.0.1 in a thread or a subprocess (tests, benchmarks).
+"""

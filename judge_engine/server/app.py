@@ -12,8 +12,8 @@ import contextlib
 import copy
 import json
 import time
-from functools import partial
 from collections.abc import AsyncIterator
+from functools import partial
 from typing import Any
 
 from pydantic import BaseModel, ValidationError

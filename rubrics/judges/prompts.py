@@ -106,20 +106,27 @@ def context_pieces(request: JudgeRequest, *, content_free: bool = False) -> list
     return pieces
 
 
-def examples_pieces(request: JudgeRequest) -> list[Piece]:
+def examples_pieces(request: JudgeRequest, method: str = CHOICE) -> list[Piece]:
+    """Few-shot examples. For the likelihood method, whose prompt never asks a question, each example says
+    whether the item's statement holds for that evidence, so the model can relate new evidence to it."""
     if not request.examples:
         return []
     pieces = [Piece("Examples graded by a person for this item:\n")]
+    lead_in, statement = statement_parts(request.criterion)
     for number, example in enumerate(request.examples, 1):
         pieces += fenced(f"Example {number} evidence:", example.evidence, cuttable=False)
-        pieces.append(Piece(f"Answer: {ANSWER_CHOICES[0] if example.met else ANSWER_CHOICES[1]}\n\n"))
+        if method == LIKELIHOOD:
+            pieces += [Piece(f"For example {number}, the statement \"{lead_in}"), untrusted(statement),
+                       Piece(f"\" is {'true' if example.met else 'false'}.\n\n")]
+        else:
+            pieces.append(Piece(f"Answer: {ANSWER_CHOICES[0] if example.met else ANSWER_CHOICES[1]}\n\n"))
     return pieces
 
 
 def item_pieces(request: JudgeRequest, method: str) -> list[Piece]:
     """The per-item tail of the user message (the likelihood statement itself goes in the assistant turn)."""
     if method == LIKELIHOOD:
-        return [*examples_pieces(request), Piece(LIKELIHOOD_QUESTION)]
+        return [*examples_pieces(request, method), Piece(LIKELIHOOD_QUESTION)]
     question = REASONED_QUESTION if request.mode == "reasoned" else "Is the item met? Answer Yes or No."
     return [Piece(f"Rubric item {item_tag(request)}: "), untrusted(request.criterion.strip()), Piece("\n\n"),
             *examples_pieces(request), Piece(question)]

@@ -11,7 +11,7 @@ import torch
 
 from tiny_models import TINY_VOCAB, save_tiny_checkpoint
 
-torch.set_num_threads(min(2, torch.get_num_threads()))
+torch.set_num_threads(1)  # the machine is shared: one thread avoids oversubscription stalls
 
 _TRAINING_TEXT = [
     "The quick brown fox jumps over the lazy dog. Judges grade answers against rubrics.",

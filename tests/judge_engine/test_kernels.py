@@ -34,24 +34,29 @@ torch.set_num_threads(min(2, torch.get_num_threads()))
 
 
 def _run_mode(mode: str, timeout: int) -> str:
+    """Run this file's cases of `mode` in a fresh pytest process; return its summary line."""
     env = dict(os.environ, **{MODE_VAR: mode, "TRITON_INTERPRET": "1" if mode == "interpret" else "0"})
-    command = [sys.executable, "-m", "pytest", __file__, "-q", "-o", "addopts=", "-p", "no:cacheprovider", "-W", "ignore::UserWarning"]
+    command = [sys.executable, "-m", "pytest", __file__, "-q", "-o", "addopts=", "-p", "no:cacheprovider",
+               "-W", "ignore::UserWarning"]
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout,
                           cwd=Path(__file__).resolve().parents[2])
     output = done.stdout + done.stderr
     assert done.returncode == 0, f"kernel cases ({mode}) failed:\n{output[-6000:]}"
-    return output
+    summary = output.strip().splitlines()[-1]
+    print(f"{mode}: {summary}")
+    return summary
 
 
 if MODE is None:
 
     def test_kernels_match_torch_path_under_interpreter():
-        output = _run_mode("interpret", timeout=900)
-        print(output.strip().splitlines()[-1])
+        summary = _run_mode("interpret", timeout=900)
+        assert "passed" in summary and "skipped" not in summary, summary
 
     def test_kernels_compile_for_gpu():
-        output = _run_mode("compile", timeout=600)
-        print(output.strip().splitlines()[-1])
+        summary = _run_mode("compile", timeout=600)
+        if "passed" not in summary:
+            pytest.skip(f"no kernel compiled: {summary}")
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -165,3 +165,18 @@ def test_empty_directory_is_an_error(det_rubric, tmp_path):
     (tmp_path / "empty").mkdir()
     done = rubric("grade", det_rubric, tmp_path / "empty", TRAJECTORIES / "01-all-gates-pass.json")
     assert done.returncode == 1 and "no .json or .jsonl files" in done.stderr and "all-gates-pass" in done.stdout
+
+
+def test_lint_on_hostile_files_reports_without_a_traceback(tmp_path):
+    contents = ["", "~", "[1, 2", "a: &x [*x]\n", "!!python/object/apply:os.system [echo]\n", "\x00\x1f",
+                "version: 1\nid: r\ntask: t\ncriteria: {a: 1}\n", "- just\n- a list\n", "key: value\nkey: again\n"]
+    paths = []
+    for i, text in enumerate(contents):
+        path = tmp_path / f"case{i}.rubric.yaml"
+        path.write_text(text)
+        paths.append(path)
+    (tmp_path / "binary.rubric.yaml").write_bytes(b"\xff\xfe\x00bad")
+    done = rubric("lint", *paths, tmp_path / "binary.rubric.yaml")
+    assert done.returncode == 1 and done.stderr == ""
+    reported = {line.split(":")[0] for line in done.stdout.splitlines()}
+    assert reported == {str(p) for p in paths} | {str(tmp_path / "binary.rubric.yaml")}

@@ -199,3 +199,13 @@ def test_untrusted_request_fields_do_not_change_the_shared_instructions(tok):
     a, b = builder.build([request(), replace(request(), trajectory_id="u", key="u::a", task=INJECTION)])
     n = len(builder.instructions("choice"))
     assert a.prefix[:n] == b.prefix[:n]
+
+
+def test_likelihood_examples_say_whether_the_statement_holds(tok):
+    examples = (JudgeExample("EXP-221 and EXP-307 lack sign-off", True), JudgeExample("All fine.", False))
+    built = PromptBuilder(tok, 8192, "likelihood").build([request(examples=examples)])[0]
+    text = tok.decode(built.item)
+    assert 'For example 1, the statement "The agent\'s work flags the 2 expenses approved without sign-off." ' \
+           'is true.' in text
+    assert 'For example 2, the statement' in text and text.count("is false.") == 1
+    assert built.baseline[-len(built.item):] == built.item  # the baseline sees the same examples

@@ -91,9 +91,11 @@ def test_lint_code(tmp_path, code, text, where, severity, fragment):
     assert problem.severity == severity and fragment in problem.format(str(path))
 
 
-def test_io_error(tmp_path):
-    problems = lint_file(tmp_path / "absent.rubric.yaml")
-    assert [p.code for p in problems] == ["io-error"]
+def test_io_error(tmp_path, capsys):
+    path = tmp_path / "absent.rubric.yaml"
+    assert [p.code for p in lint_file(path)] == ["io-error"]
+    assert main(["lint", str(path)]) == 1
+    assert capsys.readouterr().out.startswith(f"{path}:1:1: error: cannot read the file: ")
 
 
 def test_check_error_for_a_broken_plugin(tmp_path, monkeypatch):

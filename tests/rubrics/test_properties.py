@@ -37,9 +37,34 @@ rubric_docs = st.fixed_dictionaries(
     optional={"gates": st.one_of(st.lists(items, max_size=3), json_like), "criteria": st.lists(items, max_size=4),
               "judge": json_like, "reference": scalars, "junk": json_like})
 
+valid_checks = st.sampled_from([
+    {"contains": {"text": "total"}}, {"regex": {"pattern": "\\d+"}}, {"judge": "states the total"},
+    {"number": {"label": "total", "expected": 5, "tolerance": "1%"}}, {"file": {"path": "*.json"}},
+    {"json": {"in": "files.a.json", "path": "a", "equals": 1}}, {"tool_called": {"name": "send_*", "max": 0}},
+    {"email_sent": {"to": "cfo@acme.test"}}, {"tests": {"fail_to_pass": ["t::a"]}},
+    {"any_of": [{"contains": {"text": "x"}}, {"not": {"regex": {"pattern": "y"}}}]},
+    {"judge": {"text": "is clear", "mode": "reasoned", "threshold": 0.7}},
+])
+
+
+def _numbered(items: list[dict], prefix: str) -> list[dict]:
+    return [{"id": f"{prefix}{i}", **item} for i, item in enumerate(items)]
+
+
+mostly_valid_docs = st.builds(
+    lambda gates, criteria, mutation: mutation({"version": 1, "id": "r", "task": "t",
+                                                "gates": _numbered(gates, "g"), "criteria": _numbered(criteria, "c")}),
+    st.lists(valid_checks, max_size=3),
+    st.lists(st.builds(lambda check, points: {**check, "points": points}, valid_checks,
+                       st.integers(-4, 4).filter(bool)), min_size=1, max_size=5),
+    st.sampled_from([lambda d: d, lambda d: d, lambda d: d,
+                     lambda d: {**d, "criteria": d["criteria"] + [{"id": "c0", "points": 1, "judge": "dup"}]},
+                     lambda d: {**d, "gates": d["gates"] + [{"id": "gp", "points": 1, "judge": "x"}]},
+                     lambda d: {**d, "criteria": [{**c, "points": 0} for c in d["criteria"]]}]))
+
 
 @SETTINGS
-@given(rubric_docs)
+@given(st.one_of(mostly_valid_docs, rubric_docs))
 def test_random_rubrics_load_or_fail_with_a_clear_error(doc):
     try:
         rubric = rubrics.load_rubric(doc)
@@ -47,6 +72,9 @@ def test_random_rubrics_load_or_fail_with_a_clear_error(doc):
         assert exc.problems and all(p.message and p.code and p.severity == "error" for p in exc.problems)
     else:
         assert rubric.total > 0 and len({i.id for i in rubric.items}) == len(rubric.items)
+        result = rubrics.score({"id": "t", "final_answer": "total 5", "state": {"files": {"a.json": "{}"}}},
+                               rubric, judge=ScriptedJudge())
+        assert 0.0 <= result.score <= 1.0 and len(result.items) == len(rubric.items)
     # the same document as YAML text: positions are then known for every problem
     text = yaml.safe_dump(doc, sort_keys=False)
     _, problems, _ = analyze_rubric(text)

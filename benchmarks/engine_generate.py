@@ -1,0 +1,95 @@
+"""Decode throughput: 32 concurrent sequences through the engine versus transformers generate on one sequence.
+
+    python benchmarks/engine_generate.py [--dtype bfloat16] [--quick] [--threads 2] [--model PATH]
+
+Prints output tokens/s for both (target: engine >= 5x the baseline), the engine's steady decode rate, and the
+engine's time to first token and time per output token (mean and p90 over the requests).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+
+TOPICS = ["expense reports", "travel policy", "quarterly budgets", "vendor audits", "hotel receipts",
+          "flight bookings", "meal allowances", "approval chains"]
+
+
+def prompts_for(tokenizer, count: int) -> list[str]:
+    prompts = []
+    for i in range(count):
+        messages = [{"role": "user", "content": f"Write a short note {i} for a CFO about {TOPICS[i % len(TOPICS)]}, "
+                                                f"listing three risks and one recommendation."}]
+        prompts.append(tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True))
+    return prompts
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
+    parser.add_argument("--quick", action="store_true", help="32 new tokens instead of 128")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--model", default=None)
+    parser.add_argument("--concurrency", type=int, default=32)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+
+    import transformers
+
+    from judge_engine import LLM, SamplingParams
+    from judge_engine.models.loader import model_folder
+
+    new_tokens = 32 if args.quick else 128
+    llm = LLM(args.model, dtype=args.dtype)
+    prompts = prompts_for(llm.tokenizer, args.concurrency)
+    params = SamplingParams(temperature=0.0, max_tokens=new_tokens, ignore_eos=True)
+    llm.generate(prompts[:2], SamplingParams(temperature=0.0, max_tokens=2))  # warm-up
+    before = llm.stats()
+    start = time.perf_counter()
+    outs = llm.generate(prompts, params)
+    engine_s = time.perf_counter() - start
+    steps = llm.stats()["steps"] - before["steps"]
+    generated = sum(len(o.token_ids) for o in outs)
+    ttft = [o.metrics.time_to_first_token for o in outs]
+    tpot = [o.metrics.time_per_output_token for o in outs]
+    first_token_done = max(o.metrics.first_token_time for o in outs)
+    last_done = max(o.metrics.finished_time for o in outs)
+    steady = (generated - len(outs)) / (last_done - first_token_done)
+
+    dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16}[args.dtype]
+    model = transformers.AutoModelForCausalLM.from_pretrained(model_folder(llm.model_path), dtype=dtype).eval()
+    ids = torch.tensor([outs[0].prompt_token_ids])
+    mask = torch.ones_like(ids)
+    with torch.inference_mode():
+        model.generate(ids, attention_mask=mask, max_new_tokens=2, do_sample=False)
+        start = time.perf_counter()
+        baseline = model.generate(ids, attention_mask=mask, max_new_tokens=new_tokens, min_new_tokens=new_tokens,
+                                  do_sample=False)
+        baseline_s = time.perf_counter() - start
+    baseline_tokens = baseline.shape[1] - ids.shape[1]
+    same_first = baseline[0, ids.shape[1]:].tolist() == outs[0].token_ids
+
+    engine_rate = generated / engine_s
+    baseline_rate = baseline_tokens / baseline_s
+    print(f"workload: {len(prompts)} concurrent prompts of {len(outs[0].prompt_token_ids)}-"
+          f"{max(len(o.prompt_token_ids) for o in outs)} tokens, {new_tokens} new tokens each, dtype {args.dtype}, "
+          f"threads {args.threads}")
+    print(f"engine:   {engine_rate:8.1f} output tokens/s ({generated} tokens in {engine_s:.1f} s, {steps} steps); "
+          f"steady decode {steady:.1f} tokens/s")
+    print(f"baseline: {baseline_rate:8.1f} output tokens/s (transformers generate, one sequence, "
+          f"{baseline_tokens} tokens in {baseline_s:.1f} s); same greedy tokens as the engine: {same_first}")
+    print(f"ratio:    {engine_rate / baseline_rate:8.2f}x (target >= 5x)")
+    print(f"time to first token: mean {statistics.mean(ttft):.3f} s, p90 {percentile(ttft, 0.9):.3f} s; "
+          f"time per output token: mean {statistics.mean(tpot) * 1000:.1f} ms, p90 {percentile(tpot, 0.9) * 1000:.1f} ms")
+
+
+if __name__ == "__main__":
+    main()
