@@ -4,7 +4,7 @@ The new tokens' keys are already in the cache (store_kv runs first), so every ke
 the block table. Query i of sequence b sits at absolute position context_len - q_len + i and sees
 keys 0..that position: the causal mask is aligned bottom-right, which covers prefix-cache hits and
 chunked prefill alike. One program serves BLOCK_M query rows of one sequence and one query head;
-it stops at the causal limit of its last row, so the later tiles of a long prompt skip nothing they need.
+its key loop stops at the causal limit of its last row, so it never loads keys none of its rows can see.
 """
 
 from __future__ import annotations

@@ -19,11 +19,13 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from judge_engine.server import protocol as p
+from judge_engine.server.auth import BearerAuth
 from judge_engine.server.chat_encoding import ChatTemplateError, encode_chat
 from judge_engine.server.engine_loop import EngineFailure, EngineLoop
 from judge_engine.server.errors import OpenAIError, error_response, from_validation_error
@@ -55,7 +57,8 @@ class ServerState:
         return list(self.tokenizer(prompt, add_special_tokens=add_special)["input_ids"])
 
 
-def create_app(engine: Any, model_name: str) -> Starlette:
+def create_app(engine: Any, model_name: str, api_key: str | None = None) -> Starlette:
+    """The app for one engine; with api_key, the /v1 routes need `Authorization: Bearer <api_key>`."""
     state = ServerState(engine, model_name)
 
     @contextlib.asynccontextmanager
@@ -73,7 +76,8 @@ def create_app(engine: Any, model_name: str) -> Starlette:
         Route("/metrics", partial(metrics, state), methods=["GET"]),
         Route("/health", partial(health, state), methods=["GET"]),
     ]
-    app = Starlette(routes=routes, lifespan=lifespan,
+    middleware = [Middleware(BearerAuth, api_key=api_key)] if api_key else []
+    app = Starlette(routes=routes, lifespan=lifespan, middleware=middleware,
                     exception_handlers={HTTPException: http_error, OpenAIError: openai_error,
                                         Exception: internal_error})
     app.state.server = state

@@ -8,8 +8,10 @@ temperature, top_p, stop, seed, stream), GET /metrics (engine and batching count
 """
 from __future__ import annotations
 
+import os
 import sys
 
+API_KEY_VARIABLE = "RUBRICS_SERVE_API_KEY"
 SERVE_INSTALL = "pip install 'agent-rubrics[engine,serve]'"
 
 
@@ -29,6 +31,9 @@ def register(subparsers) -> None:
     parser.add_argument("--max-model-len", type=int, help="context length (default: the model's)")
     parser.add_argument("--kv-cache-bytes", type=int, help="KV cache size on CPU (default: the engine's)")
     parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
+    parser.add_argument("--api-key", default=os.environ.get(API_KEY_VARIABLE),
+                        help=f"require 'Authorization: Bearer KEY' on /v1 routes (default: ${API_KEY_VARIABLE}; "
+                             f"none: open)")
     parser.add_argument("--log-level", default="warning", choices=["critical", "error", "warning", "info", "debug"])
     parser.set_defaults(handler=run)
 
@@ -76,7 +81,7 @@ def run(args) -> int:
         print(f"error: cannot load the model: {exc}", file=sys.stderr)
         return 1
     name = served_name(args)
-    app = create_app(engine, name)
+    app = create_app(engine, name, api_key=args.api_key)
     print(f"serving {name} on http://{args.host}:{args.port}/v1 (Ctrl-C stops)", file=sys.stderr, flush=True)
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, timeout_graceful_shutdown=5)
     return 0

@@ -216,3 +216,16 @@ def test_rubric_serve_with_a_missing_model_says_why(capsys):
 
     assert main(["serve", "--model", "/nonexistent/judge.gguf", "--port", "9"]) == 1
     assert "cannot load the model: /nonexistent/judge.gguf" in capsys.readouterr().err
+
+
+def test_with_an_api_key_the_v1_routes_need_the_bearer_token(tiny_llama):  # noqa: F811
+    # its own engine: one engine is driven by one loop only
+    own_engine = LLMEngine(EngineConfig(model=tiny_llama, kv_cache_bytes=1024 * 1024))
+    with BackgroundServer(create_app(own_engine, MODEL, api_key="s3cret")) as guarded:
+        missing = httpx.get(guarded.url + "/v1/models")
+        assert missing.status_code == 401 and missing.json()["error"]["code"] == "invalid_api_key"
+        wrong = httpx.get(guarded.url + "/v1/models", headers={"Authorization": "Bearer nope"})
+        assert wrong.status_code == 401
+        right = httpx.get(guarded.url + "/v1/models", headers={"Authorization": "Bearer s3cret"})
+        assert right.status_code == 200
+        assert httpx.get(guarded.url + "/health").status_code == 200
