@@ -88,7 +88,8 @@ def main() -> None:
           f"{baseline_tokens} tokens in {baseline_s:.1f} s); same greedy tokens as the engine: {same_first}")
     print(f"ratio:    {engine_rate / baseline_rate:8.2f}x (target >= 5x)")
     print(f"time to first token: mean {statistics.mean(ttft):.3f} s, p90 {percentile(ttft, 0.9):.3f} s; "
-          f"time per output token: mean {statistics.mean(tpot) * 1000:.1f} ms, p90 {percentile(tpot, 0.9) * 1000:.1f} ms")
+          f"time per output token: mean {statistics.mean(tpot) * 1000:.1f} ms, "
+          f"p90 {percentile(tpot, 0.9) * 1000:.1f} ms")
 
 
 if __name__ == "__main__":

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import argparse
 import random
+import subprocess
+import sys
 import time
 
 import torch
@@ -32,6 +34,8 @@ CRITERIA = [
     "Every number in the report can be traced back to the source data.",
     "The email was sent only to the CFO and to nobody else.",
 ]
+GUIDANCE = ("Judge only from the trajectory above. Partial credit does not count: the evidence must be explicit, "
+            "and a claim the agent made without a tool result backing it is not evidence.")
 SYSTEM = ("You are a strict grader. Read the task and the agent's trajectory, then decide whether the "
           "criterion is met. Answer with a single word: yes or no.")
 
@@ -54,10 +58,19 @@ def build_prompts(tokenizer, trajectories: int, criteria: int, shared_tokens: in
         body = trajectory_text(t, tokenizer, shared_tokens - 90)
         for c in range(criteria):
             user = (f"Task: prepare the Q3 travel-expense MIS for the CFO.\n\nTrajectory {t}:\n{body}\n\n"
-                    f"Criterion: {CRITERIA[c % len(CRITERIA)]}\nIs the criterion met?")
+                    f"Criterion: {CRITERIA[c % len(CRITERIA)]}\n{GUIDANCE}\nIs the criterion met?")
             messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
             prompts.append(tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True))
     return prompts
+
+
+def fresh_process_startup(model: str | None, dtype: str, threads: int) -> tuple[float, float]:
+    """(seconds from `import judge_engine` to a ready LLM, whole process wall time) in a new interpreter."""
+    code = ("import time; t = time.perf_counter(); import torch; torch.set_num_threads(%d); "
+            "from judge_engine import LLM; LLM(%r, dtype=%r); print(time.perf_counter() - t)" % (threads, model, dtype))
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return float(done.stdout.strip().splitlines()[-1]), time.perf_counter() - start
 
 
 def gemm_peak_flops(dtype: torch.dtype, size: int = 2048, repeats: int = 8) -> float:
@@ -85,25 +98,36 @@ def model_flops(llm, stats: dict) -> float:
     return flops
 
 
-def baseline_rate(folder, dtype, tokenizer, prompts, choices, sample: int) -> tuple[float, list[list[float]]]:
-    """One transformers forward per prompt (logits of the last position only), on the first `sample` prompts."""
+def baseline_rate(folder, dtype, tokenizer, prompts, choices, sample: int,
+                  last_logits_only: bool) -> tuple[float, list[list[float]]]:
+    """One transformers forward per prompt on the first `sample` prompts: judgments/s and the scores. With
+    last_logits_only the LM head runs on the last position only (logits_to_keep=1), else on every position
+    (a plain `model(ids)` call)."""
     import transformers
 
     model = transformers.AutoModelForCausalLM.from_pretrained(folder, dtype=dtype).eval()
     choice_ids = [tokenizer.encode(c, add_special_tokens=False) for c in choices]
     if any(len(ids) != 1 for ids in choice_ids):
         raise SystemExit("the baseline needs single-token choices")
+    keep = {"logits_to_keep": 1} if last_logits_only else {}
     scores = []
     with torch.inference_mode():
         ids = torch.tensor([tokenizer(prompts[0], add_special_tokens=False)["input_ids"]])
-        model(ids, logits_to_keep=1)  # warm-up
+        model(ids, **keep)  # warm-up
         start = time.perf_counter()
         for prompt in prompts[:sample]:
             ids = torch.tensor([tokenizer(prompt, add_special_tokens=False)["input_ids"]])
-            logprobs = torch.log_softmax(model(ids, logits_to_keep=1).logits[0, -1].float(), -1)
+            logprobs = torch.log_softmax(model(ids, **keep).logits[0, -1].float(), -1)
             scores.append([float(logprobs[c[0]]) for c in choice_ids])
         elapsed = time.perf_counter() - start
     return sample / elapsed, scores
+
+
+def shared_prefix_len(a: list[int], b: list[int]) -> int:
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return n
 
 
 def main() -> None:
@@ -129,7 +153,8 @@ def main() -> None:
     llm = LLM(args.model, dtype=args.dtype)
     startup_s = time.perf_counter() - start
 
-    prompts = build_prompts(llm.tokenizer, trajectories, criteria, shared_tokens=650)
+    fresh_ready_s, fresh_process_s = fresh_process_startup(args.model, args.dtype, args.threads)
+    prompts = build_prompts(llm.tokenizer, trajectories, criteria, shared_tokens=645)
     lengths = [len(llm.engine.encode(p)) for p in prompts]
     llm.score(["warm-up prompt"], choices)
     llm.engine.block_manager.reset_prefix_cache()
@@ -144,9 +169,11 @@ def main() -> None:
     stats["kv_seqs_at_peak"] = llm.stats()["kv_seqs_at_peak"]
     engine_rate = len(prompts) / engine_s
 
-    sample = args.baseline_sample or (6 if args.quick else 24)
-    base_rate, base_scores = baseline_rate(model_folder(llm.model_path), dtype, llm.tokenizer, prompts, choices,
-                                           sample)
+    sample = args.baseline_sample or (6 if args.quick else 12)
+    folder = model_folder(llm.model_path)
+    base_rate, base_scores = baseline_rate(folder, dtype, llm.tokenizer, prompts, choices, sample, True)
+    plain_rate, _ = baseline_rate(folder, dtype, llm.tokenizer, prompts, choices, max(sample // 2, 1), False)
+    shared = shared_prefix_len(llm.engine.encode(prompts[0]), llm.engine.encode(prompts[1]))
     agreement = max(abs(a - b) for row_e, row_b in zip(engine_scores, base_scores) for a, b in zip(row_e, row_b))
 
     peak = gemm_peak_flops(dtype)
@@ -159,13 +186,15 @@ def main() -> None:
     computed_fraction = stats["computed_prompt_tokens"] / stats["prompt_tokens"]
 
     print(f"workload: {trajectories} trajectories x {criteria} criteria = {len(prompts)} judgments, "
-          f"prompt tokens {min(lengths)}-{max(lengths)}, choices {choices}, dtype {args.dtype}, "
-          f"threads {args.threads}")
-    print(f"second LLM() start-up (weights cached): {startup_s:.2f} s")
+          f"prompt tokens {min(lengths)}-{max(lengths)} ({shared} shared by a trajectory's criteria), "
+          f"choices {choices}, dtype {args.dtype}, threads {args.threads}")
+    print(f"start-up with the weights already converted: second LLM() in this process {startup_s:.2f} s; "
+          f"new process {fresh_ready_s:.2f} s from import to ready ({fresh_process_s:.2f} s whole process)")
     print(f"engine:   {engine_rate:8.2f} judgments/s ({engine_s:.1f} s, {stats['steps']} steps)")
-    print(f"baseline: {base_rate:8.2f} judgments/s (transformers, one forward per prompt, {sample} prompts timed)")
-    print(f"ratio:    {engine_rate / base_rate:8.2f}x  (target >= 5x); max |log-prob engine - baseline| "
-          f"{agreement:.2e}")
+    print(f"baseline: {base_rate:8.2f} judgments/s (transformers, one forward per prompt with logits_to_keep=1, "
+          f"{sample} prompts timed); plain model(ids) forward: {plain_rate:.2f} judgments/s")
+    print(f"ratio:    {engine_rate / base_rate:8.2f}x  (target >= 5x; {engine_rate / plain_rate:.2f}x against the "
+          f"plain forward); max |log-prob engine - baseline| {agreement:.2e}")
     print(f"computed_prompt_tokens / prompt_tokens: {stats['computed_prompt_tokens']} / {stats['prompt_tokens']}"
           f" = {computed_fraction:.3f} (target <= 0.25); prefix cache hit rate {stats['prefix_cache_hit_rate']:.3f}")
     print(f"KV at peak: {stats['kv_blocks_peak']} blocks x {block_size} = {paged_slots} slots for "

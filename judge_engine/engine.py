@@ -84,7 +84,7 @@ class LLMEngine:
         """Token ids of a prompt: strings go through the tokenizer with special tokens parsed (a chat template's
         output); the tokenizer's own BOS is added unless the text already starts with it."""
         if not isinstance(prompt, str):
-            return [int(t) for t in prompt]
+            return list(map(int, prompt))
         bos = getattr(self.tokenizer, "bos_token", None)
         add_special = not (bos and prompt.startswith(bos))
         return list(self.tokenizer(prompt, add_special_tokens=add_special)["input_ids"])
@@ -155,7 +155,8 @@ class LLMEngine:
 
     def stats(self) -> dict:
         self.stats_counters.model_time_s = self.runner.model_time_s
-        return self.stats_counters.as_dict()
+        return {**self.stats_counters.as_dict(), "max_model_len": self.max_model_len,
+                "kv_blocks_free": self.block_manager.num_free_blocks}
 
     # -- one step -------------------------------------------------------------------------------------
     def step(self) -> list[RequestOutput]:

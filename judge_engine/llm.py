@@ -6,7 +6,10 @@ Like the engine under it, an LLM is driven by one thread at a time.
 from __future__ import annotations
 
 import itertools
+from collections import Counter
+from collections.abc import Callable
 from collections.abc import Sequence as SequenceABC
+from dataclasses import dataclass
 from pathlib import Path
 
 from judge_engine.config import EngineConfig
@@ -17,6 +20,32 @@ from judge_engine.sampler import SamplingParams
 __all__ = ["LLM", "LLMEngine", "ScoreError"]
 
 Prompt = str | list[int]
+Choice = str | list[int]
+
+
+@dataclass
+class _ScorePlan:
+    head: str                 # the prompt alone: its last row gives each choice's first token
+    tails: list[str | None]   # per choice: prompt + choice for the choice's later tokens (None: one token)
+    prompt_len: int
+    choice_ids: list[list[int]]
+
+    def result(self, index: int, finished: dict[str, RequestOutput]) -> list[float] | ScoreError:
+        head = finished[self.head]
+        if head.error is not None:
+            return ScoreError(index, head.error)
+        row: list[float] = []
+        for ids, tail_id in zip(self.choice_ids, self.tails):
+            value = head.next_token_logprobs[ids[0]]
+            if tail_id is not None:
+                tail = finished[tail_id]
+                if tail.error is not None:
+                    return ScoreError(index, tail.error)
+                start = self.prompt_len + 1
+                value += sum(entry[token] for entry, token in
+                             zip(tail.prompt_logprobs[start:], tail.prompt_token_ids[start:]))
+            row.append(value)
+        return row
 
 
 class LLM:
@@ -35,6 +64,11 @@ class LLM:
     def model_path(self) -> Path:
         return self.engine.model_path
 
+    @property
+    def max_model_len(self) -> int:
+        """The most tokens one sequence (prompt + output) may have."""
+        return self.engine.max_model_len
+
     def stats(self) -> dict:
         return self.engine.stats()
 
@@ -51,74 +85,98 @@ class LLM:
         finished = self._run(set(ids))
         return [finished[i] for i in ids]
 
-    def score(self, prompts: Prompt | list[Prompt], choices: list[str]) -> list[list[float] | ScoreError]:
-        """lps[i][j] = log P(choices[j] | prompts[i]), summed over the choice's tokens.
+    def score(self, prompts: Prompt | list[Prompt], choices: list[Choice] | list[list[Choice]],
+              on_scored: Callable[[int], None] | None = None) -> list[list[float] | ScoreError]:
+        """lps[i][j] = log P(choice j | prompts[i]), summed over the choice's tokens.
 
-        Each choice is tokenized on its own (no special tokens) and appended to the prompt's ids, so the
-        prompt/choice boundary never merges tokens. One sequence per prompt gives every choice's first token
-        from its last row; a choice of several tokens adds a prompt+choice sequence whose prompt blocks come
-        from the prefix cache (only the prompt's last partial block and the choice are computed). Everything
-        goes through one batch. A prompt that cannot be scored gets a ScoreError in its place; if every prompt
-        fails, the first ScoreError is raised instead."""
+        choices: one list shared by every prompt, or one list per prompt (len(choices) == len(prompts)); a
+        choice is a string (tokenized on its own, without special tokens) or a list of token ids. Its ids are
+        appended to the prompt's ids, so the prompt/choice boundary never merges tokens.
+        One sequence per prompt gives every choice's first token from its last row; a choice of several
+        tokens adds a prompt+choice sequence whose prompt blocks come from the prefix cache (only the
+        prompt's last partial block and the choice are computed). Everything goes through one batch.
+        A prompt that cannot be scored gets a ScoreError in its place (an exception that is also a value:
+        str(e), e.message, e.prompt_index); if every prompt fails, the first ScoreError is raised instead.
+        on_scored(i) is called as soon as prompt i's requests have all finished (progress reports)."""
         prompts = _as_prompt_list(prompts)
-        if not choices:
-            raise ValueError("choices: expected at least one choice")
-        choice_ids = [self.tokenizer.encode(c, add_special_tokens=False) for c in choices]
-        empty = [c for c, ids in zip(choices, choice_ids) if not ids]
-        if empty:
-            raise ValueError(f"choices: {empty[0]!r} has no tokens")
-        first_tokens = tuple(sorted({ids[0] for ids in choice_ids}))
+        choice_sets = self._choice_sets(choices, len(prompts))
         params = SamplingParams(max_tokens=0)
-        plans: list[tuple[str, list[str | None], int] | None] = []
-        for prompt in prompts:
+        plans: list[_ScorePlan | ScoreError] = []
+        for index, (prompt, choice_ids) in enumerate(zip(prompts, choice_sets)):
             prompt_ids = self.engine.encode(prompt)
-            if not prompt_ids:
-                plans.append(None)
+            problem = _choice_problem(choice_ids) or ("" if prompt_ids else "empty prompt: nothing to condition on")
+            if problem:
+                plans.append(ScoreError(index, problem))
                 continue
+            first_tokens = tuple(sorted({ids[0] for ids in choice_ids}))
             head = self._add(prompt_ids, params, next_token_candidates=first_tokens)
             tails = [self._add(prompt_ids + ids, params, logprobs_from=len(prompt_ids) + 1) if len(ids) > 1
                      else None for ids in choice_ids]
-            plans.append((head, tails, len(prompt_ids)))
-        wanted = {rid for plan in plans if plan for rid in [plan[0], *plan[1]] if rid is not None}
-        finished = self._run(wanted)
-        results = [self._score_row(i, plan, finished, choice_ids) for i, plan in enumerate(plans)]
+            plans.append(_ScorePlan(head, tails, len(prompt_ids), choice_ids))
+        owner = {rid: i for i, plan in enumerate(plans) if isinstance(plan, _ScorePlan)
+                 for rid in [plan.head, *plan.tails] if rid is not None}
+        remaining = Counter(owner.values())
+
+        def request_done(request_id: str) -> None:
+            remaining[owner[request_id]] -= 1
+            if remaining[owner[request_id]] == 0 and on_scored is not None:
+                on_scored(owner[request_id])
+
+        finished = self._run(set(owner), request_done)
+        results = [plan if isinstance(plan, ScoreError) else plan.result(i, finished)
+                   for i, plan in enumerate(plans)]
         if results and all(isinstance(r, ScoreError) for r in results):
             raise results[0]
         return results
 
-    @staticmethod
-    def _score_row(index: int, plan, finished: dict[str, RequestOutput],
-                   choice_ids: list[list[int]]) -> list[float] | ScoreError:
-        if plan is None:
-            return ScoreError(index, "empty prompt: nothing to condition on")
-        head_id, tail_ids, prompt_len = plan
-        head = finished[head_id]
-        if head.error is not None:
-            return ScoreError(index, head.error)
-        row: list[float] = []
-        for ids, tail_id in zip(choice_ids, tail_ids):
-            value = head.next_token_logprobs[ids[0]]
-            if tail_id is not None:
-                tail = finished[tail_id]
-                if tail.error is not None:
-                    return ScoreError(index, tail.error)
-                value += sum(entry[token] for entry, token in
-                             zip(tail.prompt_logprobs[prompt_len + 1:], tail.prompt_token_ids[prompt_len + 1:]))
-            row.append(value)
-        return row
+    def _choice_sets(self, choices, num_prompts: int) -> list[list[list[int]]]:
+        if not choices:
+            raise ValueError("choices: expected at least one choice")
+        if all(_is_choice(c) for c in choices):
+            shared = [self._choice_ids(c) for c in choices]
+            problem = _choice_problem(shared)
+            if problem:
+                raise ValueError(f"choices: {problem}")
+            return [shared] * num_prompts
+        if len(choices) == num_prompts and all(isinstance(cs, (list, tuple)) and all(_is_choice(c) for c in cs)
+                                               for cs in choices):
+            return [[self._choice_ids(c) for c in cs] for cs in choices]
+        raise ValueError("choices: expected a list of choices (strings or token-id lists) shared by all "
+                         f"prompts, or one such list per prompt ({num_prompts} prompts)")
+
+    def _choice_ids(self, choice: Choice) -> list[int]:
+        if isinstance(choice, str):
+            return self.tokenizer.encode(choice, add_special_tokens=False)
+        return [int(t) for t in choice]
 
     def _add(self, prompt: Prompt, params: SamplingParams, **scoring) -> str:
         request_id = f"llm-{next(self._ids)}"
         self.engine.add_request(request_id, prompt, params, stream=False, **scoring)
         return request_id
 
-    def _run(self, request_ids: set[str]) -> dict[str, RequestOutput]:
+    def _run(self, request_ids: set[str],
+             on_finished: Callable[[str], None] | None = None) -> dict[str, RequestOutput]:
         finished: dict[str, RequestOutput] = {}
         while len(finished) < len(request_ids):
             for out in self.engine.step():
                 if out.finished and out.request_id in request_ids:
                     finished[out.request_id] = out
+                    if on_finished is not None:
+                        on_finished(out.request_id)
         return finished
+
+
+def _is_choice(choice) -> bool:
+    return isinstance(choice, str) or (isinstance(choice, (list, tuple))
+                                       and all(isinstance(t, int) and not isinstance(t, bool) for t in choice))
+
+
+def _choice_problem(choice_ids: list[list[int]]) -> str:
+    if not choice_ids:
+        return "no choices to score"
+    if any(not ids for ids in choice_ids):
+        return "a choice has no tokens"
+    return ""
 
 
 def _as_prompt_list(prompts) -> list[Prompt]:

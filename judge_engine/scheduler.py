@@ -99,6 +99,8 @@ class Scheduler:
             match = self.block_manager.match_prefix(seq.token_ids, seq.max_cacheable_tokens)
             if match.pending:
                 deferred.append(seq)  # its prefix is being computed this step: reuse it next step
+                if len(deferred) >= self.max_num_seqs:
+                    break  # thousands of prompts behind one prefix: no need to look at all of them now
                 continue
             self.block_manager.acquire(match.block_ids)
             seq.block_table = list(match.block_ids)

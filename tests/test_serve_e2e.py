@@ -61,7 +61,8 @@ def test_official_client_completion_with_logprobs(openai_client):
                                                   temperature=0, logprobs=3)
     choice = completion.choices[0]
     assert choice.text and choice.finish_reason in ("stop", "length")
-    assert "".join(choice.logprobs.tokens) == choice.text or choice.finish_reason == "stop"
+    # the token texts spell the answer (plus the end-of-sequence token when it stopped on one)
+    assert "".join(choice.logprobs.tokens).startswith(choice.text)
     assert all(len(top) <= 3 for top in choice.logprobs.top_logprobs)
     assert completion.usage.completion_tokens == len(choice.logprobs.tokens)
 

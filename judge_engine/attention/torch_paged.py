@@ -2,8 +2,10 @@
 
 Batch invariance matters more than speed here: the engine promises that a sequence's output does not
 depend on what else is in the batch. Prefill therefore runs one SDPA call per sequence, and decode runs
-the same computation for all sequences at once on keys padded with masked slots; masked keys add an exact
-zero to the softmax, so both paths agree with the per-sequence result.
+the same computation for all sequences at once on keys padded with masked slots. Every path uses the
+same explicit-mask SDPA call (never ``is_causal``, whose kernel rounds differently), so a token gets the
+same result whether its prompt came whole, behind a cached prefix, or one token at a time; with
+MKL_CBWR set (see judge_engine/attention/__init__.py) the results agree to the last bit.
 """
 
 from __future__ import annotations
@@ -48,12 +50,31 @@ def paged_attention(
     return _prefill(q, k_cache, v_cache, meta, scale)
 
 
-def _gather(cache: torch.Tensor, block_table: torch.Tensor, length: int) -> torch.Tensor:
-    """Keys or values of one sequence, ``[length, Hkv, D]``, read through its block table."""
-    block_size = cache.shape[1]
-    num_blocks = -(-length // block_size)
-    blocks = block_table[:num_blocks].long()
-    return cache.index_select(0, blocks).flatten(0, 1)[:length]
+# torch's CPU attention kernel walks the keys in chunks of this many; a chunk of keys that are all masked
+# leaves its running sums exactly unchanged. Padding every sequence's keys to a multiple of it (with
+# masked keys) therefore gives a sequence the same chunk layout, and the same bits, whatever the longest
+# sequence of its batch.
+KEY_CHUNK = 512
+
+
+def _padded_len(length: int) -> int:
+    return -(-length // KEY_CHUNK) * KEY_CHUNK
+
+
+def _gather(cache: torch.Tensor, tables: torch.Tensor, length: int) -> torch.Tensor:
+    """Keys or values ``[B, padded length, Hkv, D]`` read through block tables ``[B, >= blocks]``.
+
+    Positions past a sequence's own length hold other blocks' data or zeros: callers mask them.
+    """
+    batch, block_size = tables.shape[0], cache.shape[1]
+    num_blocks = min(-(-length // block_size), tables.shape[1])
+    # -1 entries (past the end of short sequences) read block 0; the mask hides what they hold.
+    blocks = tables[:, :num_blocks].long().clamp(min=0).flatten()
+    keys = cache.index_select(0, blocks).view(batch, num_blocks * block_size, *cache.shape[2:])
+    padding = _padded_len(length) - keys.shape[1]
+    if padding < 0:
+        return keys[:, : _padded_len(length)]
+    return F.pad(keys, (0, 0, 0, 0, 0, padding))
 
 
 def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor, scale: float) -> torch.Tensor:
@@ -76,14 +97,6 @@ def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tenso
     return out.reshape(batch, q_len, num_q_heads, head_dim)
 
 
-def _attend_causal(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
-    """A prompt without cached prefix: SDPA's own causal mask skips the masked half of the work."""
-    out = F.scaled_dot_product_attention(
-        q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1), is_causal=True, scale=scale, enable_gqa=True
-    )
-    return out.transpose(0, 1)
-
-
 def _prefill(q, k_cache, v_cache, meta: AttentionMetadata, scale: float) -> torch.Tensor:
     out = torch.zeros_like(q)  # rows past the last sequence are padding
     starts = meta.cu_seqlens_q.tolist()
@@ -93,31 +106,22 @@ def _prefill(q, k_cache, v_cache, meta: AttentionMetadata, scale: float) -> torc
         q_len = end - start
         if q_len == 0:
             continue
-        k = _gather(k_cache, meta.block_tables[b], context_len)
-        v = _gather(v_cache, meta.block_tables[b], context_len)
-        if q_len == context_len:
-            out[start:end] = _attend_causal(q[start:end], k, v, scale)
-            continue
+        k = _gather(k_cache, meta.block_tables[b : b + 1], context_len)
+        v = _gather(v_cache, meta.block_tables[b : b + 1], context_len)
         query_pos = torch.arange(context_len - q_len, context_len, device=q.device)
-        key_pos = torch.arange(context_len, device=q.device)
-        mask = (key_pos[None, :] <= query_pos[:, None]).unsqueeze(0)
-        out[start:end] = _attend(q[start:end].unsqueeze(0), k.unsqueeze(0), v.unsqueeze(0), mask, scale)[0]
+        key_pos = torch.arange(k.shape[1], device=q.device)
+        mask = (key_pos[None, :] <= query_pos[:, None]).unsqueeze(0)  # also hides the padding keys
+        out[start:end] = _attend(q[start:end].unsqueeze(0), k, v, mask, scale)[0]
     return out
 
 
 def _decode(q, k_cache, v_cache, meta: AttentionMetadata, scale: float) -> torch.Tensor:
     """One query per sequence: gather every sequence's keys into one padded batch, then one SDPA call."""
     batch = meta.context_lens.shape[0]
-    block_size = k_cache.shape[1]
-    max_len = meta.max_context_len
-    num_blocks = -(-max_len // block_size)
-    # -1 entries point past the end of short sequences; any valid block will do since the mask hides it.
-    tables = meta.block_tables[:, :num_blocks].long().clamp(min=0).flatten()
-    padded_shape = (batch, num_blocks * block_size, *k_cache.shape[2:])
-    k = k_cache.index_select(0, tables).view(padded_shape)[:, :max_len]  # [B, maxlen, Hkv, D]
-    v = v_cache.index_select(0, tables).view(padded_shape)[:, :max_len]
-    key_pos = torch.arange(max_len, device=q.device)
-    mask = (key_pos[None, :] < meta.context_lens[:, None].to(key_pos.device)).unsqueeze(1)  # [B, 1, maxlen]
+    k = _gather(k_cache, meta.block_tables, meta.max_context_len)  # [B, padded max len, Hkv, D]
+    v = _gather(v_cache, meta.block_tables, meta.max_context_len)
+    key_pos = torch.arange(k.shape[1], device=q.device)
+    mask = (key_pos[None, :] < meta.context_lens[:, None].to(key_pos.device)).unsqueeze(1)  # [B, 1, keys]
     out = _attend(q[:batch].unsqueeze(1), k, v, mask, scale).squeeze(1)
     if q.shape[0] == batch:
         return out

@@ -16,7 +16,7 @@ from torch import nn
 from judge_engine.attention.backend import AttentionBackend, get_backend
 from judge_engine.attention.metadata import AttentionMetadata
 from judge_engine.models.config import LlamaFamilyConfig
-from judge_engine.models.linear import linear
+from judge_engine.models.elementwise import silu
 from judge_engine.models.merged_linear import MergedLinear
 from judge_engine.models.rope import apply_rotary, inverse_frequencies, rotary_cos_sin
 
@@ -58,7 +58,7 @@ class LlamaAttention(nn.Module):
         k_cache, v_cache = kv_cache
         backend.store_kv(k, v, k_cache, v_cache, meta.slot_mapping)
         out = backend.paged_attention(q, k_cache, v_cache, meta, self.scale)
-        return linear(out.reshape(num_tokens, -1), self.o_weight, self.o_bias)
+        return F.linear(out.reshape(num_tokens, -1), self.o_weight, self.o_bias)
 
 
 class LlamaMLP(nn.Module):
@@ -71,7 +71,7 @@ class LlamaMLP(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         gate, up = self.gate_up(x)
-        return linear(F.silu(gate) * up, self.down_weight, self.down_bias)
+        return F.linear(silu(gate.contiguous()) * up, self.down_weight, self.down_bias)
 
 
 class LlamaDecoderLayer(nn.Module):
@@ -123,7 +123,7 @@ class LlamaForCausalLM(nn.Module):
 
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         weight = self.embed_tokens if self.lm_head is None else self.lm_head
-        return linear(hidden, weight).float()
+        return F.linear(hidden, weight).float()
 
     def load_weights(self, tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
         """Fill the parameters from HF-named checkpoint tensors; raises if any stays unset.

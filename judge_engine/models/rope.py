@@ -7,6 +7,8 @@ from typing import Any
 
 import torch
 
+from judge_engine.models.elementwise import apply_blockwise
+
 
 def inverse_frequencies(head_dim: int, theta: float, scaling: dict[str, Any] | None) -> torch.Tensor:
     """float32 [head_dim / 2], computed the way transformers does so that positions rotate identically."""
@@ -40,7 +42,8 @@ def rotary_cos_sin(positions: torch.Tensor, inv_freq: torch.Tensor, dtype: torch
     """cos and sin ``[T, 1, head_dim]`` for the flat batch positions, computed in float32 then cast."""
     freqs = positions.to(torch.float32)[:, None] * inv_freq[None, :]
     angles = torch.cat((freqs, freqs), dim=-1)
-    return angles.cos().to(dtype).unsqueeze(1), angles.sin().to(dtype).unsqueeze(1)
+    cos, sin = apply_blockwise(torch.cos, angles), apply_blockwise(torch.sin, angles)
+    return cos.to(dtype).unsqueeze(1), sin.to(dtype).unsqueeze(1)
 
 
 def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:

@@ -114,6 +114,8 @@ async def metrics(state: ServerState, request: Request) -> Response:
 
 
 async def health(state: ServerState, request: Request) -> Response:
+    if not state.loop.alive:
+        return error_response(503, "the engine loop is not running", type="server_error")
     return JSONResponse({"status": "ok"})
 
 

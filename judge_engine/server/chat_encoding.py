@@ -1,10 +1,10 @@
-"""Chat messages to prompt token ids, with message contents kept out of special-token parsing.
+"""Chat messages to prompt token ids: as the model's chat template renders them, without forged turns.
 
-A plain `apply_chat_template(...)` followed by tokenization would parse `<|im_end|>` written inside a user's
-message as a real turn boundary, so a client could forge turns. Instead the template is rendered with one
-sentinel per message, split around the sentinels, and the template's own pieces are encoded with special
-tokens parsed while each content is encoded with them off. Pieces are encoded apart and concatenated, the same
-rule the embedded judge follows, so a judge prompt sent as chat gets the same token ids here as in-process.
+Ordinary messages are tokenized exactly as `apply_chat_template` + tokenization of the whole string (what vLLM
+and SGLang do, and how chat models are trained). A message whose content holds a special-token string such as
+`<|im_end|>` would then be parsed into a real turn boundary, letting a client forge turns; for those the
+template is rendered with one sentinel per message and split around them, the template's own pieces are encoded
+with special tokens parsed and each content with special-token parsing off (split_special_tokens=True).
 """
 
 from __future__ import annotations
@@ -27,17 +27,35 @@ def encode_content(tokenizer: Any, text: str) -> list[int]:
     return list(tokenizer(text, add_special_tokens=False, split_special_tokens=True)["input_ids"])
 
 
-def encode_chat(tokenizer: Any, messages: list[dict[str, str]]) -> list[int]:
-    """Token ids of the rendered conversation plus the assistant generation prompt."""
+def special_token_strings(tokenizer: Any) -> list[str]:
+    added = getattr(tokenizer, "added_tokens_decoder", {}) or {}
+    strings = {token.content for token in added.values() if getattr(token, "special", False)}
+    strings.update(getattr(tokenizer, "all_special_tokens", []) or [])
+    return [s for s in strings if s]
+
+
+def render(tokenizer: Any, messages: list[dict[str, str]]) -> str:
     if not getattr(tokenizer, "chat_template", None):
         raise ChatTemplateError("this model has no chat template; use /v1/completions with a prompt instead")
-    tag = uuid.uuid4().hex[:8]
-    sentinels = [f"QQ{tag}M{i}QQ" for i in range(len(messages))]
-    stand_ins = [{**message, "content": sentinel} for message, sentinel in zip(messages, sentinels)]
     try:
-        rendered = tokenizer.apply_chat_template(stand_ins, tokenize=False, add_generation_prompt=True)
+        return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
     except Exception as exc:  # noqa: BLE001 - templates raise jinja errors for roles or orders they refuse
         raise ChatTemplateError(f"the chat template refused these messages: {exc}") from exc
+
+
+def encode_chat(tokenizer: Any, messages: list[dict[str, str]]) -> list[int]:
+    """Token ids of the rendered conversation plus the assistant generation prompt."""
+    specials = special_token_strings(tokenizer)
+    if not any(special in message["content"] for message in messages for special in specials):
+        return encode_template_text(tokenizer, render(tokenizer, messages))
+    return encode_chat_segments(tokenizer, messages)
+
+
+def encode_chat_segments(tokenizer: Any, messages: list[dict[str, str]]) -> list[int]:
+    """The template's pieces with special tokens parsed, every message content with them off."""
+    tag = uuid.uuid4().hex[:8]
+    sentinels = [f"QQ{tag}M{i}QQ" for i in range(len(messages))]
+    rendered = render(tokenizer, [{**message, "content": s} for message, s in zip(messages, sentinels)])
     ids: list[int] = []
     for message, sentinel in zip(messages, sentinels):
         if rendered.count(sentinel) != 1:

@@ -92,6 +92,10 @@ class EngineLoop:
         self._inbox.put(None)
         self._thread.join(timeout_s)
 
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive() and not self._stopping
+
     def new_request_id(self, prefix: str) -> str:
         return f"{prefix}-{next(self._ids)}"
 
@@ -100,7 +104,7 @@ class EngineLoop:
 
         Closing the iterator early (client gone, handler cancelled) aborts the request, which frees its KV blocks.
         """
-        if self._stopping or not self._thread.is_alive():
+        if not self.alive:
             raise EngineFailure("the engine loop is not running")
         loop = asyncio.get_running_loop()
         outputs: asyncio.Queue[Any] = asyncio.Queue()
@@ -176,7 +180,7 @@ class EngineLoop:
         try:
             self.engine.add_request(command.request_id, command.prompt, command.params)
         except Exception as exc:  # noqa: BLE001 - e.g. a prompt longer than the model allows: this request only
-            command.deliver(exc)
+            _send(command.deliver, exc)
             return
         self._deliver[command.request_id] = command.deliver
         self.stats.requests_added += 1
@@ -189,7 +193,10 @@ class EngineLoop:
         if getattr(output, "finished", False):
             del self._deliver[request_id]
             self.stats.requests_finished += 1
-        deliver(output)
+        if not _send(deliver, output) and request_id in self._deliver:
+            del self._deliver[request_id]   # nobody is listening any more: free its blocks now
+            self.engine.abort_request(request_id)
+            self.stats.requests_aborted += 1
 
     def _record_kv_usage(self) -> None:
         blocks = getattr(self.engine, "block_manager", None)
@@ -201,6 +208,15 @@ class EngineLoop:
                 self.engine.abort_request(request_id)
             except Exception:  # noqa: BLE001 - the engine is already broken; the handler still must hear back
                 log.exception("abort after a failed step")
-            deliver(error)
+            _send(deliver, error)
         self._deliver.clear()
         self.stats.in_flight = 0
+
+
+def _send(deliver: Callable[[Any], None], item: Any) -> bool:
+    """Hand an item to a handler's event loop; False when that loop is closed (the handler is gone)."""
+    try:
+        deliver(item)
+    except RuntimeError:
+        return False
+    return True

@@ -15,8 +15,8 @@ from typing import Any
 from rubrics.judges import prompts
 from rubrics.judges.prompts import CHOICE, LIKELIHOOD, Piece
 from rubrics.judges.protocol import JudgeRequest
-from rubrics.judges.token_layout import ChatLayout, encode_context, encode_piece, encode_trusted, \
-    encode_untrusted
+from rubrics.judges.token_layout import CUT_MARKER_TOKENS, MIN_EVIDENCE_TOKENS, ChatLayout, encode_context, encode_piece, \
+    encode_trusted, encode_untrusted
 
 
 @dataclass(frozen=True)
@@ -100,17 +100,21 @@ class PromptBuilder:
         rooms = [self.max_model_len - len(instructions) - len(item) - self.reserve(request, choices)
                  for request, (item, choices) in zip(group, segments)]
         # Items whose own segment leaves no room for a minimal context are errors; the rest share one context.
-        fitting = [room for room in rooms if room > len(fixed_context)]
+        # (The minimum: the fixed pieces plus a few tokens and a cut marker per evidence block.)
+        blocks = sum(1 for p in prompts.context_pieces(group[0]) if p.cuttable)
+        minimum = len(fixed_context) + blocks * (MIN_EVIDENCE_TOKENS + CUT_MARKER_TOKENS)
+        fitting = [room for room in rooms if room >= minimum]
         context = encode_context(self.tokenizer, prompts.context_pieces(group[0]), min(fitting)) if fitting else None
         baseline = None
         if method == LIKELIHOOD and context is not None:
             baseline = self.encode(prompts.context_pieces(group[0], content_free=True))
         for index, request, room, (item, choices) in zip(indexes, group, rooms, segments):
             needed = len(instructions) + len(item) + self.reserve(request, choices)
-            if context is None or room <= len(fixed_context):
+            if context is None or room < minimum:
                 out[index] = PromptError(
                     f"prompt cannot fit the model's context of {self.max_model_len} tokens: the instructions, task,"
-                    f" reference and item alone need {needed + len(fixed_context)} tokens before any evidence")
+                    f" reference and item need {needed + len(fixed_context)} tokens, and at least "
+                    f"{MIN_EVIDENCE_TOKENS} more per evidence block")
                 continue
             out[index] = BuiltPrompt(method, instructions + context.ids, item, choices,
                                      instructions + baseline + item if baseline is not None else None,

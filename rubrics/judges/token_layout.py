@@ -22,6 +22,8 @@ from rubrics.judges.prompts import Piece
 _SENTINELS = ("QQSYSTEMQQ", "QQUSERONEQQ", "QQASSISTANTQQ", "QQUSERTWOQQ")
 # Below this many tokens per evidence block a cut prompt says too little to be worth judging.
 MIN_EVIDENCE_TOKENS = 32
+# An upper bound on the cut marker's length in any BPE vocabulary (it is about 20 tokens in SmolLM2's).
+CUT_MARKER_TOKENS = 40
 
 
 def encode_trusted(tokenizer: Any, text: str) -> list[int]:
@@ -112,7 +114,7 @@ def encode_context(tokenizer: Any, pieces: list[Piece], room: int | None) -> Enc
         return EncodedContext([t for ids in encoded for t in ids], 0)
     cuttable = [i for i, piece in enumerate(pieces) if piece.cuttable]
     fixed = total - sum(len(encoded[i]) for i in cuttable)
-    marker_room = len(_marker(tokenizer, 10**6)) * len(cuttable)
+    marker_room = min(len(_marker(tokenizer, 10**6)), CUT_MARKER_TOKENS) * len(cuttable)
     available = room - fixed - marker_room
     if not cuttable or available < MIN_EVIDENCE_TOKENS * len(cuttable):
         return None

@@ -131,6 +131,31 @@ def test_score_equals_transformers_log_probabilities(llm, tiny_llama):
             assert value == pytest.approx(expected, abs=1e-4)
 
 
+def test_score_accepts_per_prompt_choices_and_token_ids(llm):
+    prompts = [random_prompt(60, 9), random_prompt(61, 14)]
+    yes = llm.tokenizer.encode(" yes", add_special_tokens=False)
+    shared = llm.score(prompts, [" yes", " no"])
+    by_ids = llm.score(prompts, [yes, " no"])
+    per_prompt = llm.score(prompts, [[" no", yes], [" maybe", " yes", [7, 8, 9]]])
+    close = dict(abs=1e-5)  # later calls hit the prefix cache: same values up to float rounding
+    assert by_ids[0] == pytest.approx(shared[0], **close) and by_ids[1] == pytest.approx(shared[1], **close)
+    assert per_prompt[0] == pytest.approx([shared[0][1], shared[0][0]], **close)
+    assert per_prompt[1][1] == pytest.approx(shared[1][0], **close) and len(per_prompt[1]) == 3
+    reference = torch.log_softmax(hf_logits(llm.model_path, prompts[1] + [7, 8, 9]), -1)
+    assert per_prompt[1][2] == pytest.approx(sum(float(reference[13 + i, t]) for i, t in enumerate([7, 8, 9])),
+                                             abs=1e-4)
+    scored: list[int] = []
+    llm.score(prompts, [" yes", " no"], on_scored=scored.append)
+    assert sorted(scored) == [0, 1]
+    bad = llm.score(prompts, [[" yes"], [[]]])
+    assert isinstance(bad[0], list) and isinstance(bad[1], ScoreError) and "no tokens" in bad[1].message
+    with pytest.raises(ValueError, match="choices"):
+        llm.score(prompts, [[" yes"]])  # neither shared choices nor one list per prompt
+    with pytest.raises(ValueError, match="no tokens"):
+        llm.score(prompts, [" yes", ""])
+    assert llm.max_model_len == 512
+
+
 def test_score_reuses_the_prompt_blocks_across_choices(llm):
     before = llm.stats()
     prompt = random_prompt(45, 64)  # 16 full blocks of 4
@@ -199,6 +224,21 @@ def test_step_api_streams_and_aborts(llm):
     assert "".join(out.new_text for out in seen["a"]) == finished["a"].text
     assert [o.finished for o in seen["c"]] == [True]  # stream=False: only the final output
     assert all(not o.finished for o in seen["b"])
+
+
+def test_streamed_text_never_shows_a_stop_string(llm):
+    prompt = "The quick brown fox"
+    text = llm.generate([prompt], greedy(16))[0].text
+    stop = text[4:7]
+    engine = llm.engine
+    engine.add_request("s", prompt, greedy(16, stop=stop))
+    pieces, final = [], None
+    while engine.has_unfinished_requests():
+        for out in engine.step():
+            pieces.append(out.new_text)
+            final = out if out.finished else final
+            assert stop not in out.text
+    assert final.text == text[:text.index(stop)] and "".join(pieces) == final.text
 
 
 def test_request_metrics(llm):
@@ -277,3 +317,28 @@ def test_embedded_greedy_equals_transformers_generate():
                                             do_sample=False)[0, ids.shape[1]:].tolist()
     assert out.token_ids == expected
     assert not math.isnan(llm.score([prompt], [" Red"])[0][0])
+
+
+def test_cuda_cache_sizing_uses_free_memory_after_warm_up(monkeypatch):
+    from types import SimpleNamespace
+
+    from judge_engine import kv_cache
+
+    spec = SimpleNamespace(num_layers=30, num_kv_heads=3, head_dim=64)
+    gib = 1 << 30
+    calls = []
+    fake = SimpleNamespace(
+        synchronize=lambda device=None: None, empty_cache=lambda: None,
+        reset_peak_memory_stats=lambda device=None: None,
+        memory_allocated=lambda device=None: 2 * gib,            # weights
+        max_memory_allocated=lambda device=None: 3 * gib,        # weights + 1 GiB of warm-up activations
+        mem_get_info=lambda device=None: (100 * gib, 140 * gib),  # 40 GiB used by weights, context, others
+    )
+    monkeypatch.setattr(kv_cache.torch, "cuda", fake)
+    config = EngineConfig(device="cuda", gpu_memory_utilization=0.5)
+    blocks = kv_cache.cuda_num_blocks(config, spec, lambda: calls.append("warm-up"))
+    per_block = kv_cache.bytes_per_block(spec, 16, torch.float32)
+    assert calls == ["warm-up"]
+    assert blocks == (70 * gib - 40 * gib - 1 * gib) // per_block
+    fixed = EngineConfig(device="cuda", kv_cache_bytes=100 * per_block)
+    assert kv_cache.cuda_num_blocks(fixed, spec, lambda: calls.append("again")) == 100 and calls == ["warm-up"]

@@ -4,7 +4,6 @@ the batching: single prompts, ragged batches, prefix-cache hits, chunked prefill
 from __future__ import annotations
 
 import pytest
-import torch
 
 from engine_fixtures import hf_logits, random_prompt, tiny_llama, tiny_llm, tiny_qwen2  # noqa: F401
 from judge_engine import SamplingParams

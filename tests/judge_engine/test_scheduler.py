@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hypothesis.strategies as st
 import pytest
+from hypothesis import given, settings
 
 from judge_engine.block_manager import BlockManager
 from judge_engine.sampler import SamplingParams
@@ -166,3 +168,29 @@ def test_usage_peak_is_recorded():
     run_all(sch)
     assert sch.stats.kv_blocks_peak == 3
     assert sch.stats.kv_slots_unused_at_peak == 2
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    prompts=st.lists(st.tuples(st.integers(0, 2), st.lists(st.integers(1, 6), min_size=1, max_size=9)),
+                     min_size=1, max_size=10),
+    max_tokens=st.integers(0, 6),
+    num_blocks=st.integers(6, 12),  # the longest sequence (8 + 9 + 6 tokens) needs 6 blocks
+    budget=st.integers(1, 20),
+    max_num_seqs=st.integers(1, 5),
+)
+def test_random_workloads_finish_like_an_unconstrained_run(prompts, max_tokens, num_blocks, budget, max_num_seqs):
+    prefixes = [[], [7, 7, 7, 7], [7, 7, 7, 7, 8, 8, 8, 8]]
+    token_lists = [prefixes[p] + own for p, own in prompts]
+
+    def run(blocks, step_budget, seqs_cap):
+        sch = make(num_blocks=blocks, max_num_seqs=seqs_cap, max_tokens_per_step=step_budget)
+        seqs = [seq(tokens, max_tokens=max_tokens, name=f"r{i}") for i, tokens in enumerate(token_lists)]
+        for s in seqs:
+            sch.add(s)
+        for out in run_all(sch):
+            assert out.num_batched_tokens <= step_budget and len(out.scheduled) <= seqs_cap
+        assert sch.block_manager.num_free_blocks == blocks and sch.block_manager.num_used == 0
+        return [s.token_ids for s in seqs]
+
+    assert run(num_blocks, budget, max_num_seqs) == run(200, 1000, 100)
