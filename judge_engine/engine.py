@@ -168,7 +168,10 @@ class LLMEngine:
             if self.scheduler.has_unfinished():
                 raise RuntimeError("scheduler made no progress with requests waiting (engine bug)")
             return outputs
-        logits, row_positions = self.runner.execute(out.scheduled)
+        try:
+            logits, row_positions = self.runner.execute(out.scheduled)
+        except Exception as error:  # noqa: BLE001 - the batch fails, the engine stays usable
+            return outputs + self._fail_batch(out, error)
         self.scheduler.step_done(out)
         self.stats_counters.steps += 1
         self.stats_counters.batched_tokens += out.num_batched_tokens
@@ -184,6 +187,18 @@ class LLMEngine:
             elif request.stream and request.seq.num_output_tokens > request.reported_tokens:
                 outputs.append(self._output(request))
         return outputs
+
+    def _fail_batch(self, out: SchedulerOutput, error: Exception) -> list[RequestOutput]:
+        """The model raised (out of memory, a kernel error): every request of the step ends with the error
+        and frees its blocks, including those registered for this step, so nobody waits on them."""
+        failed = []
+        for item in out.scheduled:
+            request = self._requests.pop(item.seq.request_id)
+            item.seq.error = f"model step failed: {type(error).__name__}: {error}"
+            self._finish(item.seq, "error")
+            self.stats_counters.failed_requests += 1
+            failed.append(self._output(request))
+        return failed
 
     def _apply_logits(self, out: SchedulerOutput, logits: torch.Tensor, row_positions: list[list[int]]) -> None:
         sample_rows: list[int] = []

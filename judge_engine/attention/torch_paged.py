@@ -10,6 +10,9 @@ MKL_CBWR set (see judge_engine/attention/__init__.py) the results agree to the l
 
 from __future__ import annotations
 
+import math
+import threading
+
 import torch
 import torch.nn.functional as F
 
@@ -23,7 +26,7 @@ def store_kv(
     v_cache: torch.Tensor,
     slot_mapping: torch.Tensor,
 ) -> None:
-    """Write new keys/values ``[T, Hkv, D]`` into the caches ``[num_blocks, block_size, Hkv, D]``; slot -1 is skipped."""
+    """Write new keys/values ``[T, Hkv, D]`` into caches ``[num_blocks, block_size, Hkv, D]``; slot -1 is skipped."""
     keep = slot_mapping >= 0
     slots = slot_mapping
     if not bool(keep.all()):
@@ -61,20 +64,43 @@ def _padded_len(length: int) -> int:
     return -(-length // KEY_CHUNK) * KEY_CHUNK
 
 
-def _gather(cache: torch.Tensor, tables: torch.Tensor, length: int) -> torch.Tensor:
+def _gather(cache: torch.Tensor, tables: torch.Tensor, length: int, slot: str) -> torch.Tensor:
     """Keys or values ``[B, padded length, Hkv, D]`` read through block tables ``[B, >= blocks]``.
 
-    Positions past a sequence's own length hold other blocks' data or zeros: callers mask them.
+    Positions past a sequence's own length hold whatever their block holds (block 0 stands in for
+    missing blocks): callers mask them. The cache holds finite values everywhere (it is allocated
+    zeroed), so a masked key contributes exactly zero.
     """
     batch, block_size = tables.shape[0], cache.shape[1]
-    num_blocks = min(-(-length // block_size), tables.shape[1])
-    # -1 entries (past the end of short sequences) read block 0; the mask hides what they hold.
-    blocks = tables[:, :num_blocks].long().clamp(min=0).flatten()
-    keys = cache.index_select(0, blocks).view(batch, num_blocks * block_size, *cache.shape[2:])
-    padding = _padded_len(length) - keys.shape[1]
-    if padding < 0:
-        return keys[:, : _padded_len(length)]
-    return F.pad(keys, (0, 0, 0, 0, 0, padding))
+    padded = _padded_len(length)
+    num_blocks = -(-padded // block_size)
+    blocks = tables[:, :num_blocks].long()
+    if blocks.shape[1] < num_blocks:
+        blocks = F.pad(blocks, (0, num_blocks - blocks.shape[1]), value=-1)
+    # -1 entries (past the end of a sequence) read block 0; the mask hides what they hold.
+    shape = (batch * num_blocks, *cache.shape[1:])
+    keys = torch.index_select(cache, 0, blocks.clamp(min=0).flatten(), out=_workspace(slot, shape, cache))
+    return keys.view(batch, num_blocks * block_size, *cache.shape[2:])[:, :padded]
+
+
+_workspaces = threading.local()
+
+
+def _workspace(slot: str, shape: tuple[int, ...], like: torch.Tensor) -> torch.Tensor:
+    """A reusable buffer for the gathered keys or values of one layer at a time.
+
+    Every step gathers megabytes; fresh allocations of that size come from the kernel as untouched
+    pages, and faulting them in cost more than the copy itself. Per thread, so that engines running
+    in different threads never share one.
+    """
+    buffers = _workspaces.__dict__.setdefault("buffers", {})
+    key = (slot, like.dtype, like.device)
+    numel = math.prod(shape)
+    buffer = buffers.get(key)
+    if buffer is None or buffer.numel() < numel:
+        buffer = torch.empty(numel, dtype=like.dtype, device=like.device)
+        buffers[key] = buffer
+    return buffer[:numel].view(shape)
 
 
 def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor, scale: float) -> torch.Tensor:
@@ -106,8 +132,8 @@ def _prefill(q, k_cache, v_cache, meta: AttentionMetadata, scale: float) -> torc
         q_len = end - start
         if q_len == 0:
             continue
-        k = _gather(k_cache, meta.block_tables[b : b + 1], context_len)
-        v = _gather(v_cache, meta.block_tables[b : b + 1], context_len)
+        k = _gather(k_cache, meta.block_tables[b : b + 1], context_len, "k")
+        v = _gather(v_cache, meta.block_tables[b : b + 1], context_len, "v")
         query_pos = torch.arange(context_len - q_len, context_len, device=q.device)
         key_pos = torch.arange(k.shape[1], device=q.device)
         mask = (key_pos[None, :] <= query_pos[:, None]).unsqueeze(0)  # also hides the padding keys
@@ -118,8 +144,8 @@ def _prefill(q, k_cache, v_cache, meta: AttentionMetadata, scale: float) -> torc
 def _decode(q, k_cache, v_cache, meta: AttentionMetadata, scale: float) -> torch.Tensor:
     """One query per sequence: gather every sequence's keys into one padded batch, then one SDPA call."""
     batch = meta.context_lens.shape[0]
-    k = _gather(k_cache, meta.block_tables, meta.max_context_len)  # [B, padded max len, Hkv, D]
-    v = _gather(v_cache, meta.block_tables, meta.max_context_len)
+    k = _gather(k_cache, meta.block_tables, meta.max_context_len, "k")  # [B, padded max len, Hkv, D]
+    v = _gather(v_cache, meta.block_tables, meta.max_context_len, "v")
     key_pos = torch.arange(k.shape[1], device=q.device)
     mask = (key_pos[None, :] < meta.context_lens[:, None].to(key_pos.device)).unsqueeze(1)  # [B, 1, keys]
     out = _attend(q[:batch].unsqueeze(1), k, v, mask, scale).squeeze(1)

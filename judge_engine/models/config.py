@@ -104,7 +104,7 @@ class LlamaFamilyConfig:
 
 
 def _rope(raw: dict[str, Any], source: str) -> tuple[float, dict[str, Any] | None]:
-    """(theta, scaling) from either the transformers 5 ``rope_parameters`` or the older ``rope_theta``/``rope_scaling``."""
+    """(theta, scaling) from the transformers 5 ``rope_parameters`` or the older ``rope_theta``/``rope_scaling``."""
     params = raw.get("rope_parameters")
     if isinstance(params, dict) and "rope_theta" in params:
         theta = float(params["rope_theta"])

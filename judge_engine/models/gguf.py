@@ -43,10 +43,11 @@ LAYER_TENSORS = {
     "ffn_down": "mlp.down_proj",
 }
 GLOBAL_TENSORS = {"token_embd": "model.embed_tokens", "output_norm": "model.norm", "output": "lm_head"}
+ROPE_FACTORS = "rope_freqs.weight"
 CONVERSION_VERSION = 1  # bump when the converted layout changes, so stale caches are rebuilt
 
 
-class GGUFConversionError(ValueError):
+class GGUFConversionError(ModelConfigError):
     """The .gguf file cannot be converted (unsupported architecture, tensor or metadata)."""
 
 
@@ -94,12 +95,15 @@ def convert_gguf(gguf_path: Path, folder: Path) -> None:
     from safetensors.torch import save_file
 
     reader = GGUFReader(str(gguf_path))
-    metadata = {name: field.contents() for name, field in reader.fields.items() if not name.startswith("tokenizer.ggml.")}
+    metadata = {
+        name: field.contents() for name, field in reader.fields.items() if not name.startswith("tokenizer.ggml.")
+    }
     for name in ("tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id", "tokenizer.ggml.padding_token_id"):
         if name in reader.fields:
             metadata[name] = reader.fields[name].contents()
     tensors = dequantized_tensors(reader, metadata, str(gguf_path))
-    config = hf_config(metadata, tensors, str(gguf_path))
+    rope_factors = tensors.pop(ROPE_FACTORS, None)
+    config = hf_config(metadata, tensors, str(gguf_path), rope_factors)
     save_file(tensors, str(folder / "model.safetensors"), metadata={"format": "pt"})
     (folder / "config.json").write_text(json.dumps(config, indent=2))
     generation = {key: config[key] for key in ("bos_token_id", "eos_token_id", "pad_token_id") if key in config}
@@ -119,10 +123,8 @@ def dequantized_tensors(reader, metadata: dict[str, Any], source: str) -> dict[s
     num_kv_heads = int(metadata.get(f"{architecture}.attention.head_count_kv", num_heads))
     tensors: dict[str, torch.Tensor] = {}
     for tensor in reader.tensors:
-        if tensor.name == "rope_freqs.weight":
-            metadata["rope_freqs"] = np.array(tensor.data, dtype=np.float32)
-            continue
-        name = hf_tensor_name(tensor.name, source)
+        # rope_freqs (Llama 3 RoPE scaling factors) has no HF counterpart; hf_config turns it into rope_scaling
+        name = tensor.name if tensor.name == ROPE_FACTORS else hf_tensor_name(tensor.name, source)
         try:
             values = dequantize(tensor.data, GGMLQuantizationType(tensor.tensor_type))
         except NotImplementedError as error:
@@ -161,7 +163,9 @@ def hf_tensor_name(gguf_name: str, source: str) -> str:
     raise GGUFConversionError(f"{source}: tensor {gguf_name!r} has no counterpart in a Llama-family HF model")
 
 
-def hf_config(metadata: dict[str, Any], tensors: dict[str, torch.Tensor], source: str) -> dict[str, Any]:
+def hf_config(
+    metadata: dict[str, Any], tensors: dict[str, torch.Tensor], source: str, rope_factors: torch.Tensor | None = None
+) -> dict[str, Any]:
     """config.json contents from the GGUF metadata (and tensor shapes where the metadata is silent)."""
     arch = _architecture(metadata, source)
     hf_architecture, model_type, _ = GGUF_ARCHITECTURES[arch]
@@ -197,21 +201,24 @@ def hf_config(metadata: dict[str, Any], tensors: dict[str, torch.Tensor], source
         config["attention_bias"] = "model.layers.0.self_attn.q_proj.bias" in tensors
     rope_dims = int(meta("rope.dimension_count", head_dim))
     if rope_dims != head_dim:
-        raise GGUFConversionError(f"{source}: metadata field {arch}.rope.dimension_count: partial rotary is not supported")
-    scaling = _rope_scaling(metadata, arch, config, source)
+        raise GGUFConversionError(
+            f"{source}: metadata field {arch}.rope.dimension_count: partial rotary is not supported"
+        )
+    scaling = _rope_scaling(metadata, arch, config, source, rope_factors)
     if scaling is not None:
         config["rope_scaling"] = scaling
-    for key, gguf_key in (("bos_token_id", "bos_token_id"), ("eos_token_id", "eos_token_id"), ("pad_token_id", "padding_token_id")):
+    special_tokens = {"bos_token_id": "bos_token_id", "eos_token_id": "eos_token_id", "pad_token_id": "padding_token_id"}
+    for key, gguf_key in special_tokens.items():
         value = metadata.get(f"tokenizer.ggml.{gguf_key}")
         if value is not None:
             config[key] = int(value)
     return config
 
 
-def _rope_scaling(metadata: dict[str, Any], arch: str, config: dict[str, Any], source: str) -> dict[str, Any] | None:
+def _rope_scaling(metadata, arch: str, config, source: str, rope_factors) -> dict[str, Any] | None:
     scaling_type = metadata.get(f"{arch}.rope.scaling.type", "none")
-    if "rope_freqs" in metadata:
-        return llama3_scaling_from_factors(metadata["rope_freqs"], config, source)
+    if rope_factors is not None:
+        return llama3_scaling_from_factors(rope_factors.numpy(), config, source)
     if scaling_type in ("none", None):
         return None
     if scaling_type == "linear":

@@ -89,7 +89,7 @@ class LlamaDecoderLayer(nn.Module):
 
 
 class LlamaForCausalLM(nn.Module):
-    """``model(input_ids [T], positions [T], meta, kv_caches) -> hidden [T, H]``; ``compute_logits(hidden) -> float32``."""
+    """``model(input_ids [T], positions [T], meta, kv_caches) -> hidden [T, H]``; then ``compute_logits``."""
 
     def __init__(
         self,
@@ -103,7 +103,8 @@ class LlamaForCausalLM(nn.Module):
         self.embed_tokens = _empty(config.vocab_size, config.hidden_size, dtype=dtype)
         self.layers = nn.ModuleList(LlamaDecoderLayer(config, dtype) for _ in range(config.num_layers))
         self.norm = _empty(config.hidden_size, dtype=dtype)
-        self.lm_head = None if config.tie_word_embeddings else _empty(config.vocab_size, config.hidden_size, dtype=dtype)
+        untied = not config.tie_word_embeddings
+        self.lm_head = _empty(config.vocab_size, config.hidden_size, dtype=dtype) if untied else None
         inv_freq = inverse_frequencies(config.head_dim, config.rope_theta, config.rope_scaling)
         self.register_buffer("inv_freq", inv_freq.to(self.norm.device), persistent=False)
         self.attention_backend = attention_backend or get_backend(self.norm.device)

@@ -64,7 +64,7 @@ def load_model(
     device: torch.device | str = "cpu",
     attention_backend: str | None = None,
 ) -> tuple[nn.Module, ModelSpec]:
-    """Build the model on ``device`` in ``dtype`` and fill it from the checkpoint (a .gguf is converted once, then cached)."""
+    """Build the model on ``device`` in ``dtype`` and fill it from the checkpoint (a .gguf is converted once)."""
     device = torch.device(device)
     folder = model_folder(path)
     config = LlamaFamilyConfig.from_folder(folder)

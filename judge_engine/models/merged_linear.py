@@ -42,10 +42,11 @@ class MergedLinear(nn.Module):
         parts = self._pending
         self._pending = {}
         if all(t.dtype == self.dtype and t.device == device for t in parts.values()):
-            self.part_weights = [self._register(f"weight_{i}", parts[(i, "weight")]) for i in range(len(self.out_sizes))]
+            count = len(self.out_sizes)
+            self.part_weights = [self._register(f"weight_{i}", parts[(i, "weight")]) for i in range(count)]
             self.part_biases = [
                 self._register(f"bias_{i}", parts[(i, "bias")]) if self.has_bias else None
-                for i in range(len(self.out_sizes))
+                for i in range(count)
             ]
             return
         self.fused_weight = self._register("weight", self._concat(parts, "weight", device))

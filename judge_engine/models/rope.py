@@ -38,7 +38,9 @@ def _llama3(inv_freq: torch.Tensor, factor: float, scaling: dict[str, Any]) -> t
     return torch.where(is_medium, smoothed, scaled)
 
 
-def rotary_cos_sin(positions: torch.Tensor, inv_freq: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+def rotary_cos_sin(
+    positions: torch.Tensor, inv_freq: torch.Tensor, dtype: torch.dtype
+) -> tuple[torch.Tensor, torch.Tensor]:
     """cos and sin ``[T, 1, head_dim]`` for the flat batch positions, computed in float32 then cast."""
     freqs = positions.to(torch.float32)[:, None] * inv_freq[None, :]
     angles = torch.cat((freqs, freqs), dim=-1)

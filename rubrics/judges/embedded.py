@@ -98,10 +98,9 @@ class EmbeddedJudge:
         if not wanted:
             return {}
         prompts = [built[i].ids for i in wanted]
-        # One generate call; max_tokens differs by item, so generate to the longest and cut each rationale.
-        longest = max(requests[i].max_tokens for i in wanted)
+        params = [SamplingParams(temperature=0.0, max_tokens=requests[i].max_tokens) for i in wanted]
         try:
-            outputs = self.llm.generate(prompts, SamplingParams(temperature=0.0, max_tokens=longest))
+            outputs = self.llm.generate(prompts, params)  # one batch, greedy
         except Exception as exc:  # noqa: BLE001 - reported on each reasoned item
             return {i: exc for i in wanted}
         tokenizer = self.llm.tokenizer
@@ -110,8 +109,7 @@ class EmbeddedJudge:
             if getattr(output, "error", None):
                 rationales[i] = RuntimeError(output.error)
                 continue
-            ids = list(output.token_ids)[: requests[i].max_tokens]
-            rationales[i] = tokenizer.decode(ids, skip_special_tokens=True).strip()
+            rationales[i] = tokenizer.decode(list(output.token_ids), skip_special_tokens=True).strip()
         return rationales
 
     # -- scoring ------------------------------------------------------------------------------------------
@@ -157,7 +155,9 @@ class EmbeddedJudge:
         if method == LIKELIHOOD:
             pmi = likelihood.pmi_per_token(scores[main][0], scores[baseline][0], extra)
             probability = likelihood.probability(pmi, self.scale, self.offset)
-            rationale = None
+            # What the verdict rests on, for `rubric grade --verbose` (there is no generated text to show).
+            rationale = (f"likelihood: the evidence moves the item's statement by {pmi:+.3f} nats/token against "
+                         f"content-free evidence; p={probability:.3f} (threshold {request.threshold})")
         else:
             probability = choice_probability(scores[main])
             rationale = extra

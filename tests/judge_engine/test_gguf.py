@@ -17,7 +17,8 @@ from judge_engine.models.rope import inverse_frequencies
 
 torch.set_num_threads(min(2, torch.get_num_threads()))
 
-GGUF_FAMILIES = {"llama": {"intermediate_size": 128}, "qwen2": {"intermediate_size": 128}, "qwen3": {"intermediate_size": 128}}
+# intermediate 128: the block formats quantize rows in blocks of 32 values
+GGUF_FAMILIES = {family: {"intermediate_size": 128} for family in ("llama", "qwen2", "qwen3")}
 
 
 @pytest.fixture(autouse=True)

@@ -241,6 +241,27 @@ def test_streamed_text_never_shows_a_stop_string(llm):
     assert final.text == text[:text.index(stop)] and "".join(pieces) == final.text
 
 
+def test_a_failing_model_step_fails_its_requests_not_the_engine(tiny_llama, monkeypatch):
+    llm = tiny_llm(tiny_llama)
+    shared = random_prompt(62, 12)
+    original = llm.engine.runner.execute
+    calls = []
+
+    def fail_once(scheduled):
+        calls.append(len(scheduled))
+        if len(calls) == 1:
+            raise RuntimeError("simulated out of memory")
+        return original(scheduled)
+
+    monkeypatch.setattr(llm.engine.runner, "execute", fail_once)
+    outs = llm.generate([shared + [5], shared + [6], random_prompt(63, 5)], greedy(2))
+    failed = [o for o in outs if o.finish_reason == "error"]
+    assert failed and all("simulated out of memory" in o.error for o in failed)
+    assert any(o.finish_reason == "length" for o in outs)  # the one that waited for the shared prefix
+    assert llm.engine.block_manager.num_used == 0
+    assert llm.generate([shared + [5]], greedy(2))[0].finish_reason == "length"
+
+
 def test_request_metrics(llm):
     [out] = llm.generate([random_prompt(55, 6)], greedy(5))
     m = out.metrics

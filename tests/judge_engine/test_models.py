@@ -96,7 +96,8 @@ def test_sharded_checkpoint_loads(tmp_path):
     prompts = _prompts([11])
     whole_model, spec = load_model(folder, torch.float32, "cpu")
     sharded_model, _ = load_model(sharded, torch.float32, "cpu")
-    assert torch.equal(run_chunks(whole_model, spec, prompts, [[11]])[0], run_chunks(sharded_model, spec, prompts, [[11]])[0])
+    whole_logits = run_chunks(whole_model, spec, prompts, [[11]])[0]
+    assert torch.equal(whole_logits, run_chunks(sharded_model, spec, prompts, [[11]])[0])
 
 
 @pytest.mark.parametrize(
@@ -157,7 +158,7 @@ def test_embedded_model_matches_transformers(embedded_model):
 
 
 def test_fused_and_adopted_weights_agree_with_transformers(tmp_path):
-    """A float32 checkpoint is used in place (separate Q/K/V matmuls); a bfloat16 one is converted into fused weights."""
+    """A float32 checkpoint is used in place (separate Q/K/V matmuls); a bfloat16 one is fused while converted."""
     import transformers
 
     folder = save_tiny_checkpoint("qwen2", tmp_path / "f32")

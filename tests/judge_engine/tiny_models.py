@@ -131,13 +131,13 @@ def contiguous_layout(
     return meta, num_blocks, position_slots
 
 
-def allocate_kv_caches(spec, num_blocks: int, block_size: int, dtype=torch.float32) -> list[tuple[torch.Tensor, torch.Tensor]]:
+def allocate_kv_caches(spec, num_blocks: int, block_size: int, dtype=torch.float32) -> list[tuple[torch.Tensor, ...]]:
     """One zeroed K and V cache per layer, shaped as the contract says."""
     shape = (num_blocks, block_size, spec.num_kv_heads, spec.head_dim)
     return [(torch.zeros(shape, dtype=dtype), torch.zeros(shape, dtype=dtype)) for _ in range(spec.num_layers)]
 
 
-def run_chunks(model, spec, prompts: list[list[int]], chunk_lens: list[list[int]], block_size: int = 16, dtype=torch.float32):
+def run_chunks(model, spec, prompts: list[list[int]], chunk_lens: list[list[int]], block_size=16, dtype=torch.float32):
     """Feed every prompt through our model in steps (step ``s`` feeds ``chunk_lens[b][s]`` new tokens of prompt ``b``).
 
     All prompts share each step's flat batch, so later steps attend to a cached prefix; a step where every
