@@ -84,21 +84,25 @@ def _gather(cache: torch.Tensor, tables: torch.Tensor, length: int, slot: str) -
 
 
 _workspaces = threading.local()
+MAX_WORKSPACE_ELEMENTS = 1 << 26  # 256 MiB of float32 per buffer
 
 
 def _workspace(slot: str, shape: tuple[int, ...], like: torch.Tensor) -> torch.Tensor:
-    """A reusable buffer for the gathered keys or values of one layer at a time.
+    """A reusable CPU buffer for the gathered keys or values of one layer at a time.
 
-    Every step gathers megabytes; fresh allocations of that size come from the kernel as untouched
-    pages, and faulting them in cost more than the copy itself. Per thread, so that engines running
-    in different threads never share one.
+    Every step gathers megabytes; on the CPU, fresh allocations of that size come from the kernel as
+    untouched pages, and faulting them in costs more than the copy itself (CUDA's caching allocator
+    already reuses memory). Per thread, so that engines running in different threads never share one;
+    gathers too large to keep around are allocated afresh.
     """
-    buffers = _workspaces.__dict__.setdefault("buffers", {})
-    key = (slot, like.dtype, like.device)
     numel = math.prod(shape)
+    if like.device.type != "cpu" or numel > MAX_WORKSPACE_ELEMENTS:
+        return torch.empty(shape, dtype=like.dtype, device=like.device)
+    buffers = _workspaces.__dict__.setdefault("buffers", {})
+    key = (slot, like.dtype)
     buffer = buffers.get(key)
     if buffer is None or buffer.numel() < numel:
-        buffer = torch.empty(numel, dtype=like.dtype, device=like.device)
+        buffer = torch.empty(numel, dtype=like.dtype)
         buffers[key] = buffer
     return buffer[:numel].view(shape)
 
@@ -124,6 +128,7 @@ def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tenso
 
 
 def _prefill(q, k_cache, v_cache, meta: AttentionMetadata, scale: float) -> torch.Tensor:
+    """One SDPA call per sequence, so that no sequence's result depends on the others."""
     out = torch.zeros_like(q)  # rows past the last sequence are padding
     starts = meta.cu_seqlens_q.tolist()
     context_lens = meta.context_lens.tolist()

@@ -282,10 +282,13 @@ def file_sha256(path: Path) -> str:
         for chunk in iter(lambda: handle.read(1 << 20), b""):
             digest.update(chunk)
     memo[key] = digest.hexdigest()
-    memo_path.parent.mkdir(parents=True, exist_ok=True)
-    staging = memo_path.with_suffix(f".{os.getpid()}.tmp")
-    staging.write_text(json.dumps(memo, indent=1))
-    os.replace(staging, memo_path)
+    try:
+        memo_path.parent.mkdir(parents=True, exist_ok=True)
+        staging = memo_path.with_suffix(f".{os.getpid()}.tmp")
+        staging.write_text(json.dumps(memo, indent=1))
+        os.replace(staging, memo_path)
+    except OSError:
+        pass  # a read-only cache only costs hashing the file again next time
     return memo[key]
 
 
