@@ -105,15 +105,17 @@ def cfo_requests():
 
 def test_the_server_sees_the_embedded_judges_prompt_tokens(embedded_model_path):
     """Token-identical prompts are what make the verdicts equal; this names the first token that differs."""
-    from judge_engine.server.chat_encoding import encode_chat
-    from judge_engine.tokenizer import load_tokenizer
-    from rubrics.judges import prompts
-    from rubrics.judges.prompt_ids import PromptBuilder
+    import torch
 
-    tokenizer = load_tokenizer(embedded_model_path)
-    builder = PromptBuilder(tokenizer, 8192, prompts.CHOICE)
+    import rubrics
+    from judge_engine.server.chat_encoding import encode_chat
+    from rubrics.judges import prompts
+
+    torch.set_num_threads(1)
+    embedded = rubrics.EmbeddedJudge(method="choice")
+    tokenizer = embedded.llm.tokenizer
     requests = cfo_requests()
-    for request, built in zip(requests, builder.build(requests)):
+    for request, built in zip(requests, embedded.build_prompts(requests)):
         served = encode_chat(tokenizer, prompts.chat_messages(request, prompts.CHOICE))
         if served != built.ids:
             at = next((i for i, (a, b) in enumerate(zip(served, built.ids)) if a != b), min(len(served),

@@ -1,11 +1,12 @@
 """Reference paged attention in plain torch (the CPU path, and the oracle for the Triton kernels).
 
-Batch invariance matters more than speed here: the engine promises that a sequence's output does not
-depend on what else is in the batch. Prefill therefore runs one SDPA call per sequence, and decode runs
-the same computation for all sequences at once on keys padded with masked slots. Every path uses the
-same explicit-mask SDPA call (never ``is_causal``, whose kernel rounds differently), so a token gets the
-same result whether its prompt came whole, behind a cached prefix, or one token at a time; with
-MKL_CBWR set (see judge_engine/attention/__init__.py) the results agree to the last bit.
+Each sequence is attended on its own, so that its result never depends on what else is in the batch, and
+no mask is ever built: a query sees every key of the cached prefix (an unmasked call), and the new
+tokens see each other causally (an ``is_causal`` call, whose CPU kernel skips the key blocks above the
+diagonal). The two partial results are merged with their log-sum-exps. A single query (decode, or a
+one-token prefill) sees all its keys in one unmasked call, so decode and a one-token prefill agree to
+the last bit. A prompt computed whole and the same prompt behind a cached prefix split the keys at a
+different point, so they agree to rounding (about 1e-7 relative in float32), not to the last bit.
 """
 
 from __future__ import annotations
@@ -46,41 +47,33 @@ def paged_attention(
     """Causal attention of ``q [T, Hq, D]`` over each sequence's cached keys; returns ``[T, Hq, D]``.
 
     Query ``i`` of a sequence with ``n`` queries and ``L`` context keys sits at position ``L - n + i``
-    (causal mask aligned bottom-right), so a cached prefix is attended in full.
+    (causal mask aligned bottom-right), so a cached prefix is attended in full. Rows past the last
+    sequence (padding) are zero.
     """
-    if meta.is_decode:
-        return _decode(q, k_cache, v_cache, meta, scale)
-    return _prefill(q, k_cache, v_cache, meta, scale)
+    out = torch.empty_like(q)
+    starts = meta.cu_seqlens_q.tolist()
+    tables = meta.block_tables.long()
+    num_kv_heads = k_cache.shape[2]
+    for b, context_len in enumerate(meta.context_lens.tolist()):
+        start, end = starts[b], starts[b + 1]
+        if end == start:
+            continue
+        k = _gather(k_cache, tables[b], context_len, "k")  # [L, Hkv, D]
+        v = _gather(v_cache, tables[b], context_len, "v")
+        result = _attend_sequence(q[start:end], k, v, scale)  # [g, Hkv, n, D]
+        group = result.shape[0]
+        out[start:end].view(end - start, num_kv_heads, group, -1).copy_(result.permute(2, 1, 0, 3))
+    out[starts[-1]:].zero_()
+    return out
 
 
-# torch's CPU attention kernel walks the keys in chunks of this many; a chunk of keys that are all masked
-# leaves its running sums exactly unchanged. Padding every sequence's keys to a multiple of it (with
-# masked keys) therefore gives a sequence the same chunk layout, and the same bits, whatever the longest
-# sequence of its batch.
-KEY_CHUNK = 512
-
-
-def _padded_len(length: int) -> int:
-    return -(-length // KEY_CHUNK) * KEY_CHUNK
-
-
-def _gather(cache: torch.Tensor, tables: torch.Tensor, length: int, slot: str) -> torch.Tensor:
-    """Keys or values ``[B, padded length, Hkv, D]`` read through block tables ``[B, >= blocks]``.
-
-    Positions past a sequence's own length hold whatever their block holds (block 0 stands in for
-    missing blocks): callers mask them. The cache holds finite values everywhere (it is allocated
-    zeroed), so a masked key contributes exactly zero.
-    """
-    batch, block_size = tables.shape[0], cache.shape[1]
-    padded = _padded_len(length)
-    num_blocks = -(-padded // block_size)
-    blocks = tables[:, :num_blocks].long()
-    if blocks.shape[1] < num_blocks:
-        blocks = F.pad(blocks, (0, num_blocks - blocks.shape[1]), value=-1)
-    # -1 entries (past the end of a sequence) read block 0; the mask hides what they hold.
-    shape = (batch * num_blocks, *cache.shape[1:])
-    keys = torch.index_select(cache, 0, blocks.clamp(min=0).flatten(), out=_workspace(slot, shape, cache))
-    return keys.view(batch, num_blocks * block_size, *cache.shape[2:])[:, :padded]
+def _gather(cache: torch.Tensor, table: torch.Tensor, length: int, slot: str) -> torch.Tensor:
+    """A sequence's first ``length`` keys or values ``[length, Hkv, D]``, read through its block table."""
+    block_size = cache.shape[1]
+    num_blocks = -(-length // block_size)
+    shape = (num_blocks, *cache.shape[1:])
+    blocks = torch.index_select(cache, 0, table[:num_blocks], out=_workspace(slot, shape, cache))
+    return blocks.view(num_blocks * block_size, *cache.shape[2:])[:length]
 
 
 _workspaces = threading.local()
@@ -88,12 +81,12 @@ MAX_WORKSPACE_ELEMENTS = 1 << 26  # 256 MiB of float32 per buffer
 
 
 def _workspace(slot: str, shape: tuple[int, ...], like: torch.Tensor) -> torch.Tensor:
-    """A reusable CPU buffer for the gathered keys or values of one layer at a time.
+    """A reusable CPU buffer for the gathered keys or values of one sequence at a time.
 
-    Every step gathers megabytes; on the CPU, fresh allocations of that size come from the kernel as
-    untouched pages, and faulting them in costs more than the copy itself (CUDA's caching allocator
-    already reuses memory). Per thread, so that engines running in different threads never share one;
-    gathers too large to keep around are allocated afresh.
+    On the CPU, fresh allocations of megabytes come from the kernel as untouched pages, and faulting
+    them in costs more than the copy itself (CUDA's caching allocator already reuses memory). Per
+    thread, so that engines running in different threads never share one; gathers too large to keep
+    around are allocated afresh.
     """
     numel = math.prod(shape)
     if like.device.type != "cpu" or numel > MAX_WORKSPACE_ELEMENTS:
@@ -107,53 +100,53 @@ def _workspace(slot: str, shape: tuple[int, ...], like: torch.Tensor) -> torch.T
     return buffer[:numel].view(shape)
 
 
-def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor, scale: float) -> torch.Tensor:
-    """SDPA over ``q [B, Lq, Hq, D]``, ``k/v [B, Lk, Hkv, D]`` and a boolean ``mask [B, Lq, Lk]``.
+def _attend_sequence(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
+    """Bottom-right causal attention of one sequence's ``q [n, Hq, D]`` over ``k, v [L, Hkv, D]``.
 
-    GQA folds the ``g = Hq / Hkv`` query heads that share one KV head into the query axis, so K/V are
-    never repeated in memory. Returns ``[B, Lq, Hq, D]``.
+    GQA: the ``g = Hq / Hkv`` query heads that share a KV head become a batch of ``g`` over the KV heads
+    (query head ``h`` reads KV head ``h // g``, as in transformers), and K/V are broadcast over that batch
+    without a copy. Returns ``[g, Hkv, n, D]``.
     """
-    batch, q_len, num_q_heads, head_dim = q.shape
-    num_kv_heads = k.shape[2]
+    q_len, num_q_heads, head_dim = q.shape
+    context_len, num_kv_heads = k.shape[0], k.shape[1]
     group = num_q_heads // num_kv_heads
-    # [B, Lq, Hkv, g, D] -> [B, Hkv, g*Lq, D]: rows ordered (g, Lq)
-    q = q.view(batch, q_len, num_kv_heads, group, head_dim).permute(0, 2, 3, 1, 4)
-    q = q.reshape(batch, num_kv_heads, group * q_len, head_dim)
-    k = k.transpose(1, 2)
-    v = v.transpose(1, 2)
-    mask = mask.repeat(1, group, 1).unsqueeze(1)  # [B, 1, g*Lq, Lk], rows ordered (g, Lq) like q
-    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
-    out = out.view(batch, num_kv_heads, group, q_len, head_dim).permute(0, 3, 1, 2, 4)
-    return out.reshape(batch, q_len, num_q_heads, head_dim)
+    queries = q.view(q_len, num_kv_heads, group, head_dim).permute(2, 1, 0, 3)  # [g, Hkv, n, D]
+
+    def keys(x: torch.Tensor) -> torch.Tensor:  # [m, Hkv, D] -> [g, Hkv, m, D]
+        return x.permute(1, 0, 2).unsqueeze(0).expand(group, -1, -1, -1)
+
+    if q.device.type != "cpu":
+        return _attend_masked(queries, keys(k), keys(v), scale)
+    if q_len == 1:  # one query sees every key: no mask, no split
+        return _flash(queries, keys(k), keys(v), scale, causal=False)[0]
+    prefix_len = context_len - q_len
+    new_out, new_lse = _flash(queries, keys(k[prefix_len:]), keys(v[prefix_len:]), scale, causal=True)
+    if prefix_len == 0:
+        return new_out
+    old_out, old_lse = _flash(queries, keys(k[:prefix_len]), keys(v[:prefix_len]), scale, causal=False)
+    return _merge(old_out, old_lse, new_out, new_lse)
 
 
-def _prefill(q, k_cache, v_cache, meta: AttentionMetadata, scale: float) -> torch.Tensor:
-    """One SDPA call per sequence, so that no sequence's result depends on the others."""
-    out = torch.zeros_like(q)  # rows past the last sequence are padding
-    starts = meta.cu_seqlens_q.tolist()
-    context_lens = meta.context_lens.tolist()
-    for b, context_len in enumerate(context_lens):
-        start, end = starts[b], starts[b + 1]
-        q_len = end - start
-        if q_len == 0:
-            continue
-        k = _gather(k_cache, meta.block_tables[b : b + 1], context_len, "k")
-        v = _gather(v_cache, meta.block_tables[b : b + 1], context_len, "v")
-        query_pos = torch.arange(context_len - q_len, context_len, device=q.device)
-        key_pos = torch.arange(k.shape[1], device=q.device)
-        mask = (key_pos[None, :] <= query_pos[:, None]).unsqueeze(0)  # also hides the padding keys
-        out[start:end] = _attend(q[start:end].unsqueeze(0), k, v, mask, scale)[0]
-    return out
+def _flash(q, k, v, scale: float, causal: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """torch's CPU flash attention: ``[B, H, Lq, D]`` outputs and their float32 log-sum-exps ``[B, H, Lq]``."""
+    out, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, causal, scale=scale)
+    return out, lse
 
 
-def _decode(q, k_cache, v_cache, meta: AttentionMetadata, scale: float) -> torch.Tensor:
-    """One query per sequence: gather every sequence's keys into one padded batch, then one SDPA call."""
-    batch = meta.context_lens.shape[0]
-    k = _gather(k_cache, meta.block_tables, meta.max_context_len, "k")  # [B, padded max len, Hkv, D]
-    v = _gather(v_cache, meta.block_tables, meta.max_context_len, "v")
-    key_pos = torch.arange(k.shape[1], device=q.device)
-    mask = (key_pos[None, :] < meta.context_lens[:, None].to(key_pos.device)).unsqueeze(1)  # [B, 1, keys]
-    out = _attend(q[:batch].unsqueeze(1), k, v, mask, scale).squeeze(1)
-    if q.shape[0] == batch:
-        return out
-    return torch.cat([out, q.new_zeros(q.shape[0] - batch, *q.shape[1:])])  # padding rows
+def _merge(out_a: torch.Tensor, lse_a: torch.Tensor, out_b: torch.Tensor, lse_b: torch.Tensor) -> torch.Tensor:
+    """Attention over the union of two disjoint key sets from each set's normalised output and log-sum-exp."""
+    lse = torch.logaddexp(lse_a, lse_b)
+    weight_a = torch.exp(lse_a - lse).unsqueeze(-1)
+    weight_b = torch.exp(lse_b - lse).unsqueeze(-1)
+    merged = out_a.float() * weight_a
+    merged.addcmul_(out_b.float(), weight_b)
+    return merged.to(out_a.dtype)
+
+
+def _attend_masked(q, k, v, scale: float) -> torch.Tensor:
+    """The same attention on other devices (the torch backend forced on CUDA): one SDPA call with an
+    explicit bottom-right causal mask."""
+    q_len, context_len = q.shape[2], k.shape[2]
+    query_pos = torch.arange(context_len - q_len, context_len, device=q.device)
+    mask = torch.arange(context_len, device=q.device)[None, :] <= query_pos[:, None]
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)

@@ -33,14 +33,12 @@ class EmbeddedJudge:
 
     method: the verdict method for items that name none ("choice" or "likelihood").
     likelihood_scale / likelihood_offset: the calibration of the likelihood method (fitted defaults).
-    align_prompts: pad each prompt with blank lines before the item so that it ends just past a KV block
-        boundary (fewer recomputed tokens; see PromptBuilder). The calibration was fitted with it on.
     llm: an already loaded judge_engine.LLM to share (tests, benchmarks); engine_options go to LLM otherwise.
     """
 
     def __init__(self, model: str | None = None, *, method: str | None = None,
                  likelihood_scale: float = likelihood.SCALE, likelihood_offset: float = likelihood.OFFSET,
-                 align_prompts: bool = True, llm: Any = None, **engine_options: Any):
+                 llm: Any = None, **engine_options: Any):
         method = method or DEFAULT_METHOD
         if method not in METHODS:
             raise ValueError(f"method: expected one of {METHODS}, got {method!r}")
@@ -49,7 +47,6 @@ class EmbeddedJudge:
         self.scale = likelihood_scale
         self.offset = likelihood_offset
         self.engine_options = engine_options
-        self.align_prompts = align_prompts
         self._llm = llm
         self._builder: PromptBuilder | None = None
         self.name = f"embedded:{model or EMBEDDED_MODEL_NAME}"
@@ -68,9 +65,7 @@ class EmbeddedJudge:
     @property
     def builder(self) -> PromptBuilder:
         if self._builder is None:
-            block_size = getattr(getattr(self.llm.engine, "config", None), "block_size", None) \
-                if self.align_prompts else None
-            self._builder = PromptBuilder(self.llm.tokenizer, max_model_len(self.llm), self.method, block_size)
+            self._builder = PromptBuilder(self.llm.tokenizer, max_model_len(self.llm), self.method)
         return self._builder
 
     def stats(self) -> dict:

@@ -9,7 +9,7 @@ trajectories with the same task, reference and evidence names, so its prompts re
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from rubrics.judges import prompts
@@ -27,11 +27,10 @@ class BuiltPrompt:
     choices: list[list[int]]  # choice: [met answer, unmet answer]; likelihood: [statement]
     baseline: list[int] | None = None  # likelihood: the same prompt over content-free evidence
     cut_tokens: int = 0  # evidence tokens cut to fit the context
-    pad: list[int] = field(default_factory=list)  # blank-line tokens aligning the prompt to the cache blocks
 
     @property
     def ids(self) -> list[int]:
-        return self.prefix + self.pad + self.item
+        return self.prefix + self.item
 
 
 @dataclass(frozen=True)
@@ -40,19 +39,10 @@ class PromptError:
 
 
 class PromptBuilder:
-    """block_size: the engine's KV block size. When given, blank-line tokens between the context and the item
-    make every prompt end one token past a block boundary: the prefix cache serves whole blocks and never the
-    last prompt position (its logits score the first choice token), so each choice then computes only its own
-    tokens plus one, and items with the same item segment (likelihood) share every block of the prompt."""
-
-    def __init__(self, tokenizer: Any, max_model_len: int, default_method: str = CHOICE,
-                 block_size: int | None = None):
+    def __init__(self, tokenizer: Any, max_model_len: int, default_method: str = CHOICE):
         self.tokenizer = tokenizer
         self.max_model_len = max_model_len
         self.default_method = default_method
-        self.block_size = block_size
-        newline = encode_trusted(tokenizer, "\n")
-        self.pad_id = newline[0] if block_size and len(newline) == 1 else None
         self.layout = ChatLayout.from_tokenizer(tokenizer)
         self.answer_ids = [encode_trusted(tokenizer, answer) for answer in prompts.ANSWER_CHOICES]
         self._instructions: dict[str, list[int]] = {}
@@ -87,7 +77,7 @@ class PromptBuilder:
 
     def reserve(self, request: JudgeRequest, choices: list[list[int]]) -> int:
         """Tokens needed after the item segment: the longest choice, and the rationale turn in reasoned mode."""
-        extra = max(map(len, choices)) + 1 + (self.block_size or 1) - 1  # choices, and the alignment pad
+        extra = max(map(len, choices)) + 1
         if request.mode == "reasoned":
             extra += request.max_tokens + len(self.follow_up("")) + 2
         return extra
@@ -126,15 +116,6 @@ class PromptBuilder:
                     f" reference and item need {needed + len(fixed_context)} tokens, and at least "
                     f"{MIN_EVIDENCE_TOKENS} more per evidence block")
                 continue
-            prefix = instructions + context.ids
-            pad = self.pad(len(prefix) + len(item))
-            if baseline is not None:
-                head = instructions + baseline
-                baseline_ids = head + self.pad(len(head) + len(item)) + item
-            out[index] = BuiltPrompt(method, prefix, item, choices, baseline_ids if baseline is not None else None,
-                                     context.cut_tokens, pad)
-
-    def pad(self, length: int) -> list[int]:
-        if self.pad_id is None:
-            return []
-        return [self.pad_id] * ((1 - length) % self.block_size)
+            out[index] = BuiltPrompt(method, instructions + context.ids, item, choices,
+                                     instructions + baseline + item if baseline is not None else None,
+                                     context.cut_tokens)

@@ -5,6 +5,10 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
+# Imported now, at collection: once tests/ itself is on sys.path (tests/test_*.py at its top level put it
+# there), a lazy `import judge_engine` would find the folder tests/judge_engine/ as a namespace package.
+import judge_engine.llm  # noqa: F401
+
 REPO = Path(__file__).resolve().parents[2]
 CFO_DIR = REPO / "examples" / "cfo-mis"
 CFO_RUBRIC = CFO_DIR / "rubric.yaml"

@@ -210,17 +210,3 @@ def test_likelihood_examples_say_whether_the_statement_holds(tok):
     assert 'For example 2, the statement' in text and text.count("is false.") == 1
     assert built.baseline[-len(built.item):] == built.item  # the baseline sees the same examples
 
-
-@pytest.mark.parametrize("method", ["choice", "likelihood"])
-def test_prompts_are_aligned_to_end_just_past_a_cache_block(tok, method):
-    requests = cfo_requests()
-    built = PromptBuilder(tok, 8192, method, block_size=16).build(requests)
-    newline = tok.convert_tokens_to_ids("Ċ")
-    for b in built:
-        assert (len(b.ids) - 1) % 16 == 0 and set(b.pad) <= {newline} and len(b.pad) < 16
-        assert b.ids == b.prefix + b.pad + b.item
-        if b.baseline is not None:
-            assert (len(b.baseline) - 1) % 16 == 0
-    if method == "likelihood":  # same item segment -> the same whole prompt: only the statements differ
-        first = [b for r, b in zip(requests, built) if r.trajectory_id == requests[0].trajectory_id]
-        assert len({tuple(b.ids) for b in first}) <= 2  # two lead-in forms
