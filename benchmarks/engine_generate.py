@@ -1,18 +1,24 @@
 """Decode throughput: 32 concurrent sequences through the engine versus transformers generate on one sequence.
 
-    python benchmarks/engine_generate.py [--dtype bfloat16] [--quick] [--threads 2] [--model PATH]
+    python benchmarks/engine_generate.py [--dtype bfloat16] [--quick] [--threads N] [--device cpu|cuda] [--model PATH]
 
 Prints output tokens/s for both (target: engine >= 5x the baseline), the engine's steady decode rate, and the
 engine's time to first token and time per output token (mean and p90 over the requests).
+Engine and baseline run in the same process under the same settings (threads, and OMP_WAIT_POLICY=PASSIVE
+unless already set: see engine_judge.py).
 """
 
 from __future__ import annotations
 
-import argparse
-import statistics
-import time
+import os
 
-import torch
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import argparse  # noqa: E402
+import statistics  # noqa: E402
+import time  # noqa: E402
+
+import torch  # noqa: E402
 
 TOPICS = ["expense reports", "travel policy", "quarterly budgets", "vendor audits", "hotel receipts",
           "flight bookings", "meal allowances", "approval chains"]
@@ -32,11 +38,22 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
+def default_threads() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def synchronize(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize(device)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     parser.add_argument("--quick", action="store_true", help="32 new tokens instead of 128")
-    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=default_threads(),
+                        help="torch threads for engine and baseline (default: the cores this process may use)")
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--model", default=None)
     parser.add_argument("--concurrency", type=int, default=32)
     args = parser.parse_args()
@@ -48,13 +65,18 @@ def main() -> None:
     from judge_engine.models.loader import model_folder
 
     new_tokens = 32 if args.quick else 128
-    llm = LLM(args.model, dtype=args.dtype)
+    device = args.device
+    if device == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("--device cuda: no CUDA device is available")
+    llm = LLM(args.model, dtype=args.dtype, device=device)
     prompts = prompts_for(llm.tokenizer, args.concurrency)
     params = SamplingParams(temperature=0.0, max_tokens=new_tokens, ignore_eos=True)
     llm.generate(prompts[:2], SamplingParams(temperature=0.0, max_tokens=2))  # warm-up
     before = llm.stats()
+    synchronize(device)
     start = time.perf_counter()
     outs = llm.generate(prompts, params)
+    synchronize(device)
     engine_s = time.perf_counter() - start
     steps = llm.stats()["steps"] - before["steps"]
     generated = sum(len(o.token_ids) for o in outs)
@@ -65,14 +87,17 @@ def main() -> None:
     steady = (generated - len(outs)) / (last_done - first_token_done)
 
     dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16}[args.dtype]
-    model = transformers.AutoModelForCausalLM.from_pretrained(model_folder(llm.model_path), dtype=dtype).eval()
-    ids = torch.tensor([outs[0].prompt_token_ids])
+    model = transformers.AutoModelForCausalLM.from_pretrained(model_folder(llm.model_path), dtype=dtype)
+    model = model.to(device).eval()
+    ids = torch.tensor([outs[0].prompt_token_ids], device=device)
     mask = torch.ones_like(ids)
     with torch.inference_mode():
         model.generate(ids, attention_mask=mask, max_new_tokens=2, do_sample=False)
+        synchronize(device)
         start = time.perf_counter()
         baseline = model.generate(ids, attention_mask=mask, max_new_tokens=new_tokens, min_new_tokens=new_tokens,
                                   do_sample=False)
+        synchronize(device)
         baseline_s = time.perf_counter() - start
     baseline_tokens = baseline.shape[1] - ids.shape[1]
     same_first = baseline[0, ids.shape[1]:].tolist() == outs[0].token_ids
@@ -81,7 +106,7 @@ def main() -> None:
     baseline_rate = baseline_tokens / baseline_s
     print(f"workload: {len(prompts)} concurrent prompts of {len(outs[0].prompt_token_ids)}-"
           f"{max(len(o.prompt_token_ids) for o in outs)} tokens, {new_tokens} new tokens each, dtype {args.dtype}, "
-          f"threads {args.threads}")
+          f"device {device}, threads {args.threads}, OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}")
     print(f"engine:   {engine_rate:8.1f} output tokens/s ({generated} tokens in {engine_s:.1f} s, {steps} steps); "
           f"steady decode {steady:.1f} tokens/s")
     print(f"baseline: {baseline_rate:8.1f} output tokens/s (transformers generate, one sequence, "

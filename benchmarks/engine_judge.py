@@ -3,7 +3,7 @@
 24 trajectories x 6 criteria: each prompt is ~700 tokens, of which ~650 (system prompt, task, trajectory) are
 shared by the 6 criteria of a trajectory; each is scored on the choices " yes" / " no".
 
-    python benchmarks/engine_judge.py [--dtype bfloat16] [--quick] [--threads 2] [--model PATH]
+    python benchmarks/engine_judge.py [--dtype bfloat16] [--quick] [--threads N] [--device cpu|cuda] [--model PATH]
 
 Prints: judgments/s for the engine and for the baseline (one transformers forward per prompt, same model and
 dtype, on a sample of the prompts), their ratio; computed_prompt_tokens / prompt_tokens; peak KV blocks versus a
@@ -11,17 +11,26 @@ contiguous max-length reservation; KV slots allocated but unused at the peak; ac
 (2 * params * tokens + attention) as a fraction of this machine's GEMM peak, measured here with a big matmul;
 and the time of a second LLM() start-up (weights already converted and cached).
 Targets: ratio >= 5x, computed fraction <= 0.25, unused slots at peak < 4%.
+
+Engine and baseline run in the same process under the same settings: torch threads (default: the cores this
+process may use) and OMP_WAIT_POLICY=PASSIVE unless already set. On a shared machine OpenMP's default busy
+waiting makes every parallel op wait for a core that another process holds (measured on 2 busy cores: 6x
+slower with 2 threads); PASSIVE lets idle threads sleep. It must be set before torch loads OpenMP.
 """
 
 from __future__ import annotations
 
-import argparse
-import random
-import subprocess
-import sys
-import time
+import os
 
-import torch
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import argparse  # noqa: E402
+import random  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+
+import torch  # noqa: E402
 
 WORDS = ("invoice expense ledger approval travel quarter spend report department variance receipt budget "
          "email attachment summary forecast audit policy vendor hotel flight meal region manager signoff "
@@ -64,23 +73,36 @@ def build_prompts(tokenizer, trajectories: int, criteria: int, shared_tokens: in
     return prompts
 
 
-def fresh_process_startup(model: str | None, dtype: str, threads: int) -> tuple[float, float]:
+def default_threads() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def synchronize(device: str) -> None:
+    """Wait for queued GPU work, so that a timer reads the work's end, not its launch."""
+    if device.startswith("cuda"):
+        torch.cuda.synchronize(device)
+
+
+def fresh_process_startup(model: str | None, dtype: str, threads: int, device: str) -> tuple[float, float]:
     """(seconds from `import judge_engine` to a ready LLM, whole process wall time) in a new interpreter."""
     code = ("import time; t = time.perf_counter(); import torch; torch.set_num_threads(%d); "
-            "from judge_engine import LLM; LLM(%r, dtype=%r); print(time.perf_counter() - t)" % (threads, model, dtype))
+            "from judge_engine import LLM; LLM(%r, dtype=%r, device=%r); print(time.perf_counter() - t)"
+            % (threads, model, dtype, device))
     start = time.perf_counter()
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     return float(done.stdout.strip().splitlines()[-1]), time.perf_counter() - start
 
 
-def gemm_peak_flops(dtype: torch.dtype, size: int = 2048, repeats: int = 8) -> float:
-    a = torch.randn(size, size, dtype=dtype)
-    b = torch.randn(size, size, dtype=dtype)
+def gemm_peak_flops(dtype: torch.dtype, device: str, size: int = 2048, repeats: int = 8) -> float:
+    a = torch.randn(size, size, dtype=dtype, device=device)
+    b = torch.randn(size, size, dtype=dtype, device=device)
     torch.mm(a, b)
     best = float("inf")
     for _ in range(repeats):
+        synchronize(device)
         start = time.perf_counter()
         torch.mm(a, b)
+        synchronize(device)
         best = min(best, time.perf_counter() - start)
     return 2 * size ** 3 / best
 
@@ -98,27 +120,29 @@ def model_flops(llm, stats: dict) -> float:
     return flops
 
 
-def baseline_rate(folder, dtype, tokenizer, prompts, choices, sample: int,
+def baseline_rate(folder, dtype, device: str, tokenizer, prompts, choices, sample: int,
                   last_logits_only: bool) -> tuple[float, list[list[float]]]:
     """One transformers forward per prompt on the first `sample` prompts: judgments/s and the scores. With
     last_logits_only the LM head runs on the last position only (logits_to_keep=1), else on every position
     (a plain `model(ids)` call)."""
     import transformers
 
-    model = transformers.AutoModelForCausalLM.from_pretrained(folder, dtype=dtype).eval()
+    model = transformers.AutoModelForCausalLM.from_pretrained(folder, dtype=dtype).to(device).eval()
     choice_ids = [tokenizer.encode(c, add_special_tokens=False) for c in choices]
     if any(len(ids) != 1 for ids in choice_ids):
         raise SystemExit("the baseline needs single-token choices")
     keep = {"logits_to_keep": 1} if last_logits_only else {}
     scores = []
     with torch.inference_mode():
-        ids = torch.tensor([tokenizer(prompts[0], add_special_tokens=False)["input_ids"]])
+        ids = torch.tensor([tokenizer(prompts[0], add_special_tokens=False)["input_ids"]], device=device)
         model(ids, **keep)  # warm-up
+        synchronize(device)
         start = time.perf_counter()
         for prompt in prompts[:sample]:
-            ids = torch.tensor([tokenizer(prompt, add_special_tokens=False)["input_ids"]])
+            ids = torch.tensor([tokenizer(prompt, add_special_tokens=False)["input_ids"]], device=device)
             logprobs = torch.log_softmax(model(ids, **keep).logits[0, -1].float(), -1)
-            scores.append([float(logprobs[c[0]]) for c in choice_ids])
+            scores.append([float(logprobs[c[0]]) for c in choice_ids])  # float() waits for the GPU
+        synchronize(device)
         elapsed = time.perf_counter() - start
     return sample / elapsed, scores
 
@@ -134,7 +158,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     parser.add_argument("--quick", action="store_true", help="6 trajectories x 6 criteria, smaller baseline sample")
-    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=default_threads(),
+                        help="torch threads for engine and baseline (default: the cores this process may use)")
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--model", default=None, help="HF folder or .gguf (default: the embedded model)")
     parser.add_argument("--baseline-sample", type=int, default=None, help="prompts timed for the baseline")
     args = parser.parse_args()
@@ -148,19 +174,25 @@ def main() -> None:
     choices = [" yes", " no"]
     dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16}[args.dtype]
 
-    LLM(args.model, dtype=args.dtype)  # first start-up: may fetch and convert the weights once
+    device = args.device
+    if device == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("--device cuda: no CUDA device is available")
+    LLM(args.model, dtype=args.dtype, device=device)  # first start-up: may fetch and convert the weights once
     start = time.perf_counter()
-    llm = LLM(args.model, dtype=args.dtype)
+    llm = LLM(args.model, dtype=args.dtype, device=device)
+    synchronize(device)
     startup_s = time.perf_counter() - start
 
-    fresh_ready_s, fresh_process_s = fresh_process_startup(args.model, args.dtype, args.threads)
+    fresh_ready_s, fresh_process_s = fresh_process_startup(args.model, args.dtype, args.threads, device)
     prompts = build_prompts(llm.tokenizer, trajectories, criteria, shared_tokens=645)
     lengths = [len(llm.engine.encode(p)) for p in prompts]
     llm.score(["warm-up prompt"], choices)
     llm.engine.block_manager.reset_prefix_cache()
     before = llm.stats()
+    synchronize(device)
     start = time.perf_counter()
     engine_scores = llm.score(prompts, choices)
+    synchronize(device)
     engine_s = time.perf_counter() - start
     stats = {k: v - before[k] if isinstance(v, (int, float)) and k in before else v
              for k, v in llm.stats().items()}
@@ -171,12 +203,16 @@ def main() -> None:
 
     sample = args.baseline_sample or (6 if args.quick else 12)
     folder = model_folder(llm.model_path)
-    base_rate, base_scores = baseline_rate(folder, dtype, llm.tokenizer, prompts, choices, sample, True)
-    plain_rate, _ = baseline_rate(folder, dtype, llm.tokenizer, prompts, choices, max(sample // 2, 1), False)
-    shared = shared_prefix_len(llm.engine.encode(prompts[0]), llm.engine.encode(prompts[1]))
+    base_rate, base_scores = baseline_rate(folder, dtype, device, llm.tokenizer, prompts, choices, sample, True)
+    plain_rate, _ = baseline_rate(folder, dtype, device, llm.tokenizer, prompts, choices, max(sample // 2, 1),
+                                  False)
+    encoded = [llm.engine.encode(p) for p in prompts]
+    shared = min(shared_prefix_len(encoded[t * criteria], encoded[t * criteria + c])
+                 for t in range(trajectories) for c in range(1, criteria))
+    across = shared_prefix_len(encoded[0], encoded[criteria])  # the judge's fixed instructions
     agreement = max(abs(a - b) for row_e, row_b in zip(engine_scores, base_scores) for a, b in zip(row_e, row_b))
 
-    peak = gemm_peak_flops(dtype)
+    peak = gemm_peak_flops(dtype, device)
     flops = model_flops(llm, stats)
     block_size = llm.engine.config.block_size
     paged_slots = stats["kv_blocks_peak"] * block_size
@@ -186,8 +222,11 @@ def main() -> None:
     computed_fraction = stats["computed_prompt_tokens"] / stats["prompt_tokens"]
 
     print(f"workload: {trajectories} trajectories x {criteria} criteria = {len(prompts)} judgments, "
-          f"prompt tokens {min(lengths)}-{max(lengths)} ({shared} shared by a trajectory's criteria), "
-          f"choices {choices}, dtype {args.dtype}, threads {args.threads}")
+          f"prompt tokens {min(lengths)}-{max(lengths)} (mean {sum(lengths) / len(lengths):.0f}); "
+          f">= {shared} shared by a trajectory's criteria (so {min(lengths) - shared}-{max(lengths) - shared} "
+          f"unique per criterion), {across} (system prompt and task) shared by all trajectories; "
+          f"choices {choices}, dtype {args.dtype}, device {device}, threads {args.threads}, "
+          f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}")
     print(f"start-up with the weights already converted: second LLM() in this process {startup_s:.2f} s; "
           f"new process {fresh_ready_s:.2f} s from import to ready ({fresh_process_s:.2f} s whole process)")
     print(f"engine:   {engine_rate:8.2f} judgments/s ({engine_s:.1f} s, {stats['steps']} steps)")

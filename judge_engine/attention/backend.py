@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import warnings
 from dataclasses import dataclass
 from typing import Callable
@@ -19,15 +20,17 @@ class AttentionBackend:
 
 
 def get_backend(device: torch.device | str, force: str | None = None) -> AttentionBackend:
-    """The torch path on CPU or when ``force="torch"``; the Triton kernels on CUDA or when ``force="triton"``."""
+    """The torch path on CPU or when ``force="torch"``; the Triton kernels on CUDA or when ``force="triton"``
+    (on a non-CUDA device only under the Triton interpreter, TRITON_INTERPRET=1, as the kernel tests do)."""
     device = torch.device(device)
     if force is not None and force not in BACKEND_NAMES:
         raise ValueError(f"attention_backend must be one of {BACKEND_NAMES} or None, got {force!r}")
     if force == "torch" or (force is None and device.type != "cuda"):
         return _torch_backend()
     if force == "triton":
-        if device.type != "cuda":
-            raise ValueError(f"attention_backend='triton' needs a CUDA device, got device={device}")
+        if device.type != "cuda" and os.environ.get("TRITON_INTERPRET") != "1":
+            raise ValueError(f"attention_backend='triton' needs a CUDA device, got device={device} "
+                             "(or the Triton interpreter: set TRITON_INTERPRET=1 before starting Python)")
         return _triton_backend()
     try:
         return _triton_backend()

@@ -1,12 +1,19 @@
 """Reference paged attention in plain torch (the CPU path, and the oracle for the Triton kernels).
 
-Each sequence is attended on its own, so that its result never depends on what else is in the batch, and
-no mask is ever built: a query sees every key of the cached prefix (an unmasked call), and the new
-tokens see each other causally (an ``is_causal`` call, whose CPU kernel skips the key blocks above the
-diagonal). The two partial results are merged with their log-sum-exps. A single query (decode, or a
-one-token prefill) sees all its keys in one unmasked call, so decode and a one-token prefill agree to
-the last bit. A prompt computed whole and the same prompt behind a cached prefix split the keys at a
-different point, so they agree to rounding (about 1e-7 relative in float32), not to the last bit.
+Batch invariance matters: the engine promises that a token's result does not depend on what else is in
+the batch, nor on whether its prompt came whole, behind a cached prefix, or one token at a time. So a
+query's computation depends only on its own position ``p`` and the keys, never on the other queries:
+
+- keys are cut into fixed segments of SEGMENT positions; query ``p`` reads the keys before its own
+  segment, ``[0, s)`` with ``s = SEGMENT * (p // SEGMENT)``, in one unmasked call, and its own segment
+  ``[s, s + SEGMENT)`` in one call with an explicit causal mask (keys past the context are masked);
+- the two partial results are merged with their log-sum-exps, elementwise, with the transcendental
+  functions padded so every element takes the same SIMD code (judge_engine/models/elementwise.py).
+
+torch's CPU flash-attention kernel computes each query row on its own (with MKL_CBWR set, see
+judge_engine/__init__.py, the matmul rows do not depend on how many rows there are), so the queries of a
+sequence are batched per segment, one pair of calls each. Compared with one masked call over keys padded
+to the kernel's 512-key chunk, this skips the keys above each query's segment and builds no large mask.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ import torch
 import torch.nn.functional as F
 
 from judge_engine.attention.metadata import AttentionMetadata
+from judge_engine.models.elementwise import apply_blockwise
 
 
 def store_kv(
@@ -58,22 +66,29 @@ def paged_attention(
         start, end = starts[b], starts[b + 1]
         if end == start:
             continue
-        k = _gather(k_cache, tables[b], context_len, "k")  # [L, Hkv, D]
-        v = _gather(v_cache, tables[b], context_len, "v")
-        result = _attend_sequence(q[start:end], k, v, scale)  # [g, Hkv, n, D]
-        group = result.shape[0]
-        out[start:end].view(end - start, num_kv_heads, group, -1).copy_(result.permute(2, 1, 0, 3))
+        keys_needed = _segment_end(context_len - 1)  # the last query's segment is read in full
+        k = _gather(k_cache, tables[b], keys_needed, "k")  # [keys_needed, Hkv, D]
+        v = _gather(v_cache, tables[b], keys_needed, "v")
+        rows = out[start:end].view(end - start, num_kv_heads, -1, q.shape[-1]).permute(2, 1, 0, 3)
+        _attend_sequence(q[start:end], k, v, context_len, scale, rows)
     out[starts[-1]:].zero_()
     return out
 
 
 def _gather(cache: torch.Tensor, table: torch.Tensor, length: int, slot: str) -> torch.Tensor:
-    """A sequence's first ``length`` keys or values ``[length, Hkv, D]``, read through its block table."""
+    """A sequence's first ``length`` key or value positions ``[length, Hkv, D]``, read through its block table.
+
+    Positions past the sequence's own blocks read block 0 (callers mask them); the cache holds finite
+    values everywhere (it is allocated zeroed), so a masked key contributes exactly zero.
+    """
     block_size = cache.shape[1]
     num_blocks = -(-length // block_size)
+    blocks = table[:num_blocks]
+    if blocks.shape[0] < num_blocks or bool((blocks < 0).any()):
+        blocks = F.pad(blocks, (0, num_blocks - blocks.shape[0]), value=-1).clamp(min=0)
     shape = (num_blocks, *cache.shape[1:])
-    blocks = torch.index_select(cache, 0, table[:num_blocks], out=_workspace(slot, shape, cache))
-    return blocks.view(num_blocks * block_size, *cache.shape[2:])[:length]
+    gathered = torch.index_select(cache, 0, blocks, out=_workspace(slot, shape, cache))
+    return gathered.view(num_blocks * block_size, *cache.shape[2:])[:length]
 
 
 _workspaces = threading.local()
@@ -100,53 +115,83 @@ def _workspace(slot: str, shape: tuple[int, ...], like: torch.Tensor) -> torch.T
     return buffer[:numel].view(shape)
 
 
-def _attend_sequence(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
-    """Bottom-right causal attention of one sequence's ``q [n, Hq, D]`` over ``k, v [L, Hkv, D]``.
+# Keys per segment. Query p computes at most SEGMENT - 1 masked keys of its own segment; a smaller
+# segment wastes less but makes more (and smaller) kernel calls. A multiple of every block size in use.
+SEGMENT = 128
+
+
+def _segment_end(position: int) -> int:
+    return (position // SEGMENT + 1) * SEGMENT
+
+
+def _attend_sequence(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, context_len: int, scale: float,
+                     out: torch.Tensor) -> None:
+    """Bottom-right causal attention of one sequence's ``q [n, Hq, D]`` over its first ``context_len`` keys,
+    written to ``out [g, Hkv, n, D]``. ``k, v [>= segment end of the last query, Hkv, D]``.
 
     GQA: the ``g = Hq / Hkv`` query heads that share a KV head become a batch of ``g`` over the KV heads
-    (query head ``h`` reads KV head ``h // g``, as in transformers), and K/V are broadcast over that batch
-    without a copy. Returns ``[g, Hkv, n, D]``.
+    (query head ``h`` reads KV head ``h // g``, as in transformers); K/V are broadcast over that batch.
     """
     q_len, num_q_heads, head_dim = q.shape
-    context_len, num_kv_heads = k.shape[0], k.shape[1]
+    num_kv_heads = k.shape[1]
     group = num_q_heads // num_kv_heads
     queries = q.view(q_len, num_kv_heads, group, head_dim).permute(2, 1, 0, 3)  # [g, Hkv, n, D]
 
-    def keys(x: torch.Tensor) -> torch.Tensor:  # [m, Hkv, D] -> [g, Hkv, m, D]
+    def broadcast(x: torch.Tensor) -> torch.Tensor:  # [m, Hkv, D] -> [g, Hkv, m, D]
         return x.permute(1, 0, 2).unsqueeze(0).expand(group, -1, -1, -1)
 
+    first = context_len - q_len
     if q.device.type != "cpu":
-        return _attend_masked(queries, keys(k), keys(v), scale)
-    if q_len == 1:  # one query sees every key: no mask, no split
-        return _flash(queries, keys(k), keys(v), scale, causal=False)[0]
-    prefix_len = context_len - q_len
-    new_out, new_lse = _flash(queries, keys(k[prefix_len:]), keys(v[prefix_len:]), scale, causal=True)
-    if prefix_len == 0:
-        return new_out
-    old_out, old_lse = _flash(queries, keys(k[:prefix_len]), keys(v[:prefix_len]), scale, causal=False)
-    return _merge(old_out, old_lse, new_out, new_lse)
+        out.copy_(_attend_masked(queries, broadcast(k[:context_len]), broadcast(v[:context_len]), first, scale))
+        return
+    position = first
+    while position < context_len:
+        seg_start = position - position % SEGMENT
+        seg_end = min(seg_start + SEGMENT, context_len)
+        rows = slice(position - first, seg_end - first)
+        mask = _segment_mask(position, seg_end, seg_start, q.dtype)
+        own_keys = slice(seg_start, seg_start + SEGMENT)
+        own, own_lse = _flash(queries[:, :, rows], broadcast(k[own_keys]), broadcast(v[own_keys]), scale, mask)
+        if seg_start == 0:
+            out[:, :, rows] = own
+        else:
+            before, before_lse = _flash(queries[:, :, rows], broadcast(k[:seg_start]), broadcast(v[:seg_start]),
+                                        scale, None)
+            out[:, :, rows] = _merge(before, before_lse, own, own_lse)
+        position = seg_end
 
 
-def _flash(q, k, v, scale: float, causal: bool) -> tuple[torch.Tensor, torch.Tensor]:
+def _segment_mask(first_query: int, end_query: int, seg_start: int, dtype: torch.dtype) -> torch.Tensor:
+    """Additive mask ``[1, 1, queries, SEGMENT]``: query p sees the keys of its segment up to p."""
+    query_pos = torch.arange(first_query, end_query)
+    key_pos = torch.arange(seg_start, seg_start + SEGMENT)
+    blocked = key_pos[None, :] > query_pos[:, None]
+    mask = torch.zeros(blocked.shape, dtype=dtype).masked_fill_(blocked, float("-inf"))
+    return mask[None, None]
+
+
+def _flash(q, k, v, scale: float, mask: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
     """torch's CPU flash attention: ``[B, H, Lq, D]`` outputs and their float32 log-sum-exps ``[B, H, Lq]``."""
-    out, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, causal, scale=scale)
+    out, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, False, attn_mask=mask,
+                                                                           scale=scale)
     return out, lse
 
 
 def _merge(out_a: torch.Tensor, lse_a: torch.Tensor, out_b: torch.Tensor, lse_b: torch.Tensor) -> torch.Tensor:
-    """Attention over the union of two disjoint key sets from each set's normalised output and log-sum-exp."""
-    lse = torch.logaddexp(lse_a, lse_b)
-    weight_a = torch.exp(lse_a - lse).unsqueeze(-1)
-    weight_b = torch.exp(lse_b - lse).unsqueeze(-1)
-    merged = out_a.float() * weight_a
-    merged.addcmul_(out_b.float(), weight_b)
+    """Attention over the union of two disjoint key sets, from each set's output and log-sum-exp.
+
+    Only exact IEEE operations (mul, add) and padded transcendentals, so an element's result never
+    depends on the tensor's size.
+    """
+    weight_a = apply_blockwise(torch.sigmoid, lse_a - lse_b).unsqueeze(-1)
+    weight_b = apply_blockwise(torch.sigmoid, lse_b - lse_a).unsqueeze(-1)
+    merged = out_a.float() * weight_a + out_b.float() * weight_b
     return merged.to(out_a.dtype)
 
 
-def _attend_masked(q, k, v, scale: float) -> torch.Tensor:
+def _attend_masked(q, k, v, first_query: int, scale: float) -> torch.Tensor:
     """The same attention on other devices (the torch backend forced on CUDA): one SDPA call with an
     explicit bottom-right causal mask."""
-    q_len, context_len = q.shape[2], k.shape[2]
-    query_pos = torch.arange(context_len - q_len, context_len, device=q.device)
-    mask = torch.arange(context_len, device=q.device)[None, :] <= query_pos[:, None]
+    query_pos = torch.arange(first_query, first_query + q.shape[2], device=q.device)
+    mask = torch.arange(k.shape[2], device=q.device)[None, :] <= query_pos[:, None]
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)

@@ -156,8 +156,8 @@ class EmbeddedJudge:
             pmi = likelihood.pmi_per_token(scores[main][0], scores[baseline][0], extra)
             probability = likelihood.probability(pmi, self.scale, self.offset)
             # What the verdict rests on, for `rubric grade --verbose` (there is no generated text to show).
-            rationale = (f"likelihood: the evidence moves the item's statement by {pmi:+.3f} nats/token against "
-                         f"content-free evidence; p={probability:.3f} (threshold {request.threshold})")
+            rationale = (f"likelihood p={probability:.3f} (threshold {request.threshold}): the evidence moves the "
+                         f"item's statement by {pmi:+.3f} nats/token against content-free evidence")
         else:
             probability = choice_probability(scores[main])
             rationale = extra

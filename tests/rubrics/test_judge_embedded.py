@@ -94,7 +94,7 @@ def test_long_evidence_is_cut_and_an_impossible_item_errors_alone(tmp_path_facto
     ok, cut, impossible = small.judge([request(), request(key="u::a", trajectory_id="u", evidence=long),
                                        request(key="t::z", item_id="z", criterion="too long " * 2000)])
     assert ok.error is None and cut.error is None and small.last_cut_tokens > 0
-    assert ok.rationale.startswith("likelihood: the evidence moves the item's statement by")
+    assert ok.rationale.startswith("likelihood p=") and "the evidence moves the item's statement by" in ok.rationale
     assert impossible.met is None and "cannot fit the model's context of 1024 tokens" in impossible.error
 
 
