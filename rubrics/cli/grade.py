@@ -70,8 +70,11 @@ def make_judge(args):
         if args.judge == "openai":
             import os
             api_key = os.environ.get("RUBRICS_OPENAI_API_KEY") or os.environ.get("OPENAI_API_KEY")
-            return import_judge_class("openai", "OpenAIJudge")(base_url=args.base_url, model=args.model,
-                                                               api_key=api_key)
+            try:
+                return import_judge_class("openai", "OpenAIJudge")(base_url=args.base_url, model=args.model,
+                                                                   api_key=api_key)
+            except ValueError as exc:   # a malformed --base-url or --model is a usage error, not a traceback
+                args.parser.error(f"--judge openai: {exc}")
         return make_embedded_judge(**({"model": args.model} if args.model else {}))
     except MissingExtraError as exc:
         warn(f"error: {exc}")
@@ -96,7 +99,9 @@ def run(args) -> int:
     for line in load_errors:
         warn(line)
     judge = make_judge(args) if plan.needs_judge and trajectories else None
-    results = grade_plan(plan, trajectories, judge)
+    from rubrics.cli.judge_progress import judge_progress   # progress bar on a terminal, summary line after
+    with judge_progress(judge):
+        results = grade_plan(plan, trajectories, judge)
     write_results(results, args)
     incomplete = [r for r in results if not r.complete]
     if incomplete and (args.format != "table" or args.output):   # the table itself says so otherwise
