@@ -27,7 +27,8 @@ class JudgeOptions(_Strict):
     """`judge:` of an item in mapping form; the short form `judge: TEXT` means JudgeOptions(text=TEXT)."""
     text: StrictStr = Field(min_length=1, description="What the judge decides (for a penalty: whether it occurred).")
     method: JudgeMethod | None = Field(None, description="choice: compare yes/no token probabilities; "
-                                       "likelihood: score the answers as continuations.")
+                                       "likelihood: PMI of the item written as a statement, "
+                                       "evidence vs content-free evidence.")
     mode: JudgeMode | None = Field(None, description="direct: answer at once; reasoned: think first, then answer.")
     max_tokens: MaxTokens | None = Field(None, description="Token budget of the reasoning in reasoned mode.")
     threshold: Threshold | None = Field(None, description="Probability above which the item counts as met.")

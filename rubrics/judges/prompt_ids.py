@@ -1,6 +1,8 @@
 """Judge requests -> token-id prompts for the embedded engine, segment by segment.
 
-prompt = instructions (shared by all) + context (shared by the items of one trajectory) + item segment.
+prompt = instructions (shared by all) + context (shared by the items of one trajectory) + item segment, each
+segment encoded as one string and split where the tokenizer would split the whole chat anyway, so that the ids
+are those of prompts.chat_messages as an OpenAI-compatible server tokenizes them (uncut prompts).
 The context of a trajectory is encoded once and truncated once, to the room its longest item leaves, so every
 item of the trajectory keeps the same prefix; the likelihood method's content-free context is the same for all
 trajectories with the same task, reference and evidence names, so its prompts repeat exactly and are scored once.
@@ -16,7 +18,7 @@ from rubrics.judges import prompts
 from rubrics.judges.prompts import CHOICE, LIKELIHOOD, Piece
 from rubrics.judges.protocol import JudgeRequest
 from rubrics.judges.token_layout import CUT_MARKER_TOKENS, MIN_EVIDENCE_TOKENS, ChatLayout, encode_context, encode_piece, \
-    encode_trusted, encode_untrusted
+    encode_text, encode_trusted, encode_untrusted
 
 
 @dataclass(frozen=True)
@@ -60,7 +62,8 @@ class PromptBuilder:
         return self._instructions[method]
 
     def encode(self, pieces: list[Piece]) -> list[int]:
-        return [t for piece in pieces for t in encode_piece(self.tokenizer, piece)]
+        """A segment's pieces as one string (token_layout.encode_text): the ids a server gets for the same text."""
+        return encode_text(self.tokenizer, pieces)
 
     def item_segment(self, request: JudgeRequest, method: str) -> tuple[list[int], list[list[int]]]:
         ids = self.encode(prompts.item_pieces(request, method)) + self.layout.user_to_assistant
@@ -96,7 +99,9 @@ class PromptBuilder:
     def _build_group(self, method: str, group: list[JudgeRequest], indexes: list[int], out: list) -> None:
         instructions = self.instructions(method)
         segments = [self.item_segment(request, method) for request in group]
-        fixed_context = self.encode([p for p in prompts.context_pieces(group[0]) if not p.cuttable])
+        # piece by piece, as a cut context is encoded
+        fixed_context = [t for p in prompts.context_pieces(group[0]) if not p.cuttable
+                         for t in encode_piece(self.tokenizer, p)]
         rooms = [self.max_model_len - len(instructions) - len(item) - self.reserve(request, choices)
                  for request, (item, choices) in zip(group, segments)]
         # Items whose own segment leaves no room for a minimal context are errors; the rest share one context.

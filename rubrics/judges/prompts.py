@@ -91,7 +91,12 @@ def instruction_text(method: str) -> str:
 
 
 def context_pieces(request: JudgeRequest, *, content_free: bool = False) -> list[Piece]:
-    """Task, reference and evidence of one trajectory; identical for all its items (the shared prefix)."""
+    """Task, reference and evidence of one trajectory; identical for all its items (the shared prefix).
+
+    It ends with ONE newline after a non-space character and every item segment starts with the next newline:
+    a byte-level BPE tokenizes "x\n" + "\nRubric" exactly as "x\n\nRubric", so the context and the item can
+    each be encoded as one string and still give the ids of the whole user message (what a server computes).
+    """
     pieces = [Piece("Task:\n"), untrusted(request.task.strip()), Piece("\n\n")]
     if request.reference:
         pieces += [Piece("Reference facts (never shown to the agent):\n"), untrusted(request.reference.strip()),
@@ -102,8 +107,7 @@ def context_pieces(request: JudgeRequest, *, content_free: bool = False) -> list
     for block in request.evidence:
         text = CONTENT_FREE_EVIDENCE if content_free else (block.text or "(empty)")
         pieces += fenced(f"[{block.name}]", text, cuttable=not content_free)
-    pieces.append(Piece("\n"))
-    return pieces
+    return pieces  # the blank line before the item opens the item segment (see item_pieces)
 
 
 def examples_pieces(request: JudgeRequest, method: str = CHOICE) -> list[Piece]:
@@ -124,11 +128,14 @@ def examples_pieces(request: JudgeRequest, method: str = CHOICE) -> list[Piece]:
 
 
 def item_pieces(request: JudgeRequest, method: str) -> list[Piece]:
-    """The per-item tail of the user message (the likelihood statement itself goes in the assistant turn)."""
+    """The per-item tail of the user message (the likelihood statement itself goes in the assistant turn).
+
+    It opens with the newline that ends the context's blank line (a tokenization-neutral split, see
+    context_pieces)."""
     if method == LIKELIHOOD:
-        return [*examples_pieces(request, method), Piece(LIKELIHOOD_QUESTION)]
+        return [Piece("\n"), *examples_pieces(request, method), Piece(LIKELIHOOD_QUESTION)]
     question = REASONED_QUESTION if request.mode == "reasoned" else "Is the item met? Answer Yes or No."
-    return [Piece(f"Rubric item {item_tag(request)}: "), untrusted(request.criterion.strip()), Piece("\n\n"),
+    return [Piece(f"\nRubric item {item_tag(request)}: "), untrusted(request.criterion.strip()), Piece("\n\n"),
             *examples_pieces(request), Piece(question)]
 
 

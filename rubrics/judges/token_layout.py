@@ -1,9 +1,12 @@
 """Judge prompts as token ids: the model's chat template cut into trusted pieces, untrusted text encoded apart.
 
 The template is rendered once with sentinel contents and split around them, so the pieces between turns carry
-the template's own special tokens (parsed, because they come from the template), while every untrusted piece is
-encoded with special-token parsing off. Segments are encoded separately and concatenated, never re-tokenized as
-one string, which is what makes the prefix of every item of a trajectory token-identical up to the item.
+the template's own special tokens (parsed, because they come from the template), while the text between them is
+encoded with special-token parsing off. Each segment (the instructions, a trajectory's context, an item) is
+encoded as ONE string and the segments are concatenated, never re-tokenized together: that makes the prefix of
+every item of a trajectory token-identical up to the item. The segments split the chat text only where a
+byte-level BPE splits it anyway (at the template's special tokens, and between the two newlines of the blank line
+before the item), so the ids equal those of the whole rendered chat, as an OpenAI-compatible server encodes it.
 
 Truncation rule (documented in the README): when a trajectory's prompt does not fit the model's context, each
 evidence block is cut to a fair share of the room left (short blocks keep all their tokens, long blocks share
@@ -106,12 +109,22 @@ class EncodedContext:
     cut_tokens: int  # evidence tokens removed by truncation (0 when it fit)
 
 
+def encode_text(tokenizer: Any, pieces: list[Piece]) -> list[int]:
+    """The pieces' text as one string, with special-token parsing off: our own pieces hold no special-token
+    strings, and the untrusted ones must stay text. One string, as a server tokenizes the chat."""
+    return encode_untrusted(tokenizer, "".join(piece.text for piece in pieces))
+
+
 def encode_context(tokenizer: Any, pieces: list[Piece], room: int | None) -> EncodedContext | None:
-    """Encode the context pieces into at most room tokens by cutting evidence; None when no cut makes it fit."""
+    """Encode the context pieces into at most room tokens by cutting evidence; None when no cut makes it fit.
+
+    Uncut, the context is one string (see encode_text); a cut context is encoded piece by piece, to cut each
+    evidence block on token boundaries (no server reproduces a cut prompt from the chat text anyway)."""
+    whole = encode_text(tokenizer, pieces)
+    if room is None or len(whole) <= room:
+        return EncodedContext(whole, 0)
     encoded = [encode_piece(tokenizer, piece) for piece in pieces]
     total = sum(map(len, encoded))
-    if room is None or total <= room:
-        return EncodedContext([t for ids in encoded for t in ids], 0)
     cuttable = [i for i, piece in enumerate(pieces) if piece.cuttable]
     fixed = total - sum(len(encoded[i]) for i in cuttable)
     marker_room = min(len(_marker(tokenizer, 10**6)), CUT_MARKER_TOKENS) * len(cuttable)

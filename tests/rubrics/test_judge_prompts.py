@@ -210,3 +210,18 @@ def test_likelihood_examples_say_whether_the_statement_holds(tok):
     assert 'For example 2, the statement' in text and text.count("is false.") == 1
     assert built.baseline[-len(built.item):] == built.item  # the baseline sees the same examples
 
+
+
+@pytest.mark.parametrize("method", ["choice", "likelihood"])
+def test_prompt_ids_equal_the_servers_encoding_of_the_chat_messages(tok, method):
+    # An OpenAI-compatible server tokenizes the rendered chat as one string: the embedded judge's segments must
+    # split it only where the tokenizer would (else HTTP and embedded verdicts differ; tests/test_serve_e2e.py).
+    from judge_engine.server.chat_encoding import encode_chat
+
+    requests = cfo_requests() + [request(task=INJECTION, criterion=INJECTION,
+                                         evidence=(EvidenceBlock("final_answer", INJECTION),))]
+    for req, built in zip(requests, PromptBuilder(tok, 8192, method).build(requests)):
+        ids = built.ids
+        if method == "likelihood":  # the assistant turn's lead-in is not part of the chat messages
+            ids = ids[:len(ids) - len(encode_trusted(tok, prompts.statement_parts(req.criterion)[0]))]
+        assert ids == encode_chat(tok, prompts.chat_messages(req, method)), req.key
