@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from pydantic.json_schema import models_json_schema
@@ -94,15 +95,16 @@ def dumps(schema: dict) -> str:
     return json.dumps(schema, indent=2, ensure_ascii=False) + "\n"
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m rubrics.schema_gen", description=__doc__.split("\n")[0])
+def generate(builders: dict[str, Callable[[], dict]], argv: list[str] | None, prog: str, doc: str) -> int:
+    """Write each `<name>.schema.json` (or, with --check, exit 1 when a committed file differs from the models)."""
+    parser = argparse.ArgumentParser(prog=prog, description=doc)
     parser.add_argument("--out", type=Path, default=SCHEMA_DIR, help=f"output folder (default: {SCHEMA_DIR})")
     parser.add_argument("--check", action="store_true", help="compare instead of writing; exit 1 on a difference")
     args = parser.parse_args(argv)
     stale = []
-    for name in NAMES:
+    for name, build in builders.items():
         path = args.out / f"{name}.schema.json"
-        text = dumps(build_schema(name))
+        text = dumps(build())
         if args.check:
             if not path.is_file() or path.read_text(encoding="utf-8") != text:
                 stale.append(str(path))
@@ -111,8 +113,13 @@ def main(argv: list[str] | None = None) -> int:
             path.write_text(text, encoding="utf-8")
             print(f"wrote {path}")
     for path in stale:
-        print(f"{path} differs from the models; run python -m rubrics.schema_gen", file=sys.stderr)
+        print(f"{path} differs from the models; run {prog}", file=sys.stderr)
     return 1 if stale else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    builders = {name: (lambda name=name: build_schema(name)) for name in NAMES}
+    return generate(builders, argv, "python -m rubrics.schema_gen", __doc__.split("\n")[0])
 
 
 if __name__ == "__main__":

@@ -3,17 +3,14 @@
     python -m rubrics.delivery.schema_gen            # writes schemas/{task,calibration,split,delivery_report}.schema.json
     python -m rubrics.delivery.schema_gen --check    # exit 1 when the committed files differ from the models
 
-Kept beside rubrics.schema_gen (same dialect, same formatting) because that generator has a fixed
-list of names; fold these in if it grows a registry.
+Written by rubrics.schema_gen's generator (same dialect, formatting and --check), from this package's models.
 """
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Callable
-from pathlib import Path
 
-from rubrics.schema_gen import DIALECT, SCHEMA_DIR, dumps
+from rubrics.schema_gen import DIALECT, generate
 
 BASE_ID = "https://agent-rubrics.dev/schemas/"
 
@@ -56,24 +53,7 @@ BUILDERS: dict[str, Callable[[], dict]] = {
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m rubrics.delivery.schema_gen", description=__doc__.split("\n")[0])
-    parser.add_argument("--out", type=Path, default=SCHEMA_DIR, help=f"output folder (default: {SCHEMA_DIR})")
-    parser.add_argument("--check", action="store_true", help="compare instead of writing; exit 1 on a difference")
-    args = parser.parse_args(argv)
-    stale = []
-    for name, build in BUILDERS.items():
-        path = args.out / f"{name}.schema.json"
-        text = dumps(build())
-        if args.check:
-            if not path.is_file() or path.read_text(encoding="utf-8") != text:
-                stale.append(str(path))
-        else:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text, encoding="utf-8")
-            print(f"wrote {path}")
-    for path in stale:
-        print(f"{path} differs from the models; run python -m rubrics.delivery.schema_gen", file=sys.stderr)
-    return 1 if stale else 0
+    return generate(BUILDERS, argv, "python -m rubrics.delivery.schema_gen", __doc__.split("\n")[0])
 
 
 if __name__ == "__main__":
