@@ -25,23 +25,23 @@ Choice = str | list[int]
 
 @dataclass
 class _ScorePlan:
-    head: str                 # the prompt alone: its last row gives each choice's first token
-    tails: list[str | None]   # per choice: prompt + choice for the choice's later tokens (None: one token)
+    head: str | None          # the prompt alone: its last row gives each choice's first token (None: one choice)
+    tails: list[str | None]   # per choice of 2+ tokens: prompt + choice, for the tokens the head does not give
     prompt_len: int
     choice_ids: list[list[int]]
 
     def result(self, index: int, finished: dict[str, RequestOutput]) -> list[float] | ScoreError:
-        head = finished[self.head]
-        if head.error is not None:
-            return ScoreError(index, head.error)
+        outputs = [finished[r] for r in [self.head, *self.tails] if r is not None]
+        failed = next((output for output in outputs if output.error is not None), None)
+        if failed is not None:
+            return ScoreError(index, failed.error)
+        head = finished[self.head] if self.head is not None else None
         row: list[float] = []
         for ids, tail_id in zip(self.choice_ids, self.tails):
-            value = head.next_token_logprobs[ids[0]]
+            value = head.next_token_logprobs[ids[0]] if head is not None else 0.0
             if tail_id is not None:
                 tail = finished[tail_id]
-                if tail.error is not None:
-                    return ScoreError(index, tail.error)
-                start = self.prompt_len + 1
+                start = self.prompt_len + (1 if head is not None else 0)
                 value += sum(entry[token] for entry, token in
                              zip(tail.prompt_logprobs[start:], tail.prompt_token_ids[start:]))
             row.append(value)
@@ -92,9 +92,10 @@ class LLM:
         choices: one list shared by every prompt, or one list per prompt (len(choices) == len(prompts)); a
         choice is a string (tokenized on its own, without special tokens) or a list of token ids. Its ids are
         appended to the prompt's ids, so the prompt/choice boundary never merges tokens.
-        One sequence per prompt gives every choice's first token from its last row; a choice of several
-        tokens adds a prompt+choice sequence whose prompt blocks come from the prefix cache (only the
-        prompt's last partial block and the choice are computed). Everything goes through one batch.
+        One sequence of the prompt alone gives every choice's first token from its last row; a choice of
+        several tokens adds a prompt+choice sequence whose prompt blocks come from the prefix cache (only the
+        prompt's last partial block and the choice are computed); a single choice of several tokens is one
+        prompt+choice sequence alone. Everything goes through one batch.
         A prompt that cannot be scored gets a ScoreError in its place (an exception that is also a value:
         str(e), e.message, e.prompt_index); if every prompt fails, the first ScoreError is raised instead.
         on_scored(i) is called as soon as prompt i's requests have all finished (progress reports)."""
@@ -108,9 +109,14 @@ class LLM:
             if problem:
                 plans.append(ScoreError(index, problem))
                 continue
-            first_tokens = tuple(sorted({ids[0] for ids in choice_ids}))
-            head = self._add(prompt_ids, params, next_token_candidates=first_tokens)
-            tails = [self._add(prompt_ids + ids, params, logprobs_from=len(prompt_ids) + 1) if len(ids) > 1
+            # The prompt-alone sequence shares the first-token row between choices; a single choice of several
+            # tokens (a statement) has nothing to share, and its own sequence gives all of its tokens.
+            head = None
+            if len(choice_ids) > 1 or len(choice_ids[0]) == 1:
+                first_tokens = tuple(sorted({ids[0] for ids in choice_ids}))
+                head = self._add(prompt_ids, params, next_token_candidates=first_tokens)
+            tails_from = len(prompt_ids) + (1 if head is not None else 0)
+            tails = [self._add(prompt_ids + ids, params, logprobs_from=tails_from) if len(ids) > 1
                      else None for ids in choice_ids]
             plans.append(_ScorePlan(head, tails, len(prompt_ids), choice_ids))
         owner = {rid: i for i, plan in enumerate(plans) if isinstance(plan, _ScorePlan)

@@ -169,6 +169,15 @@ def test_score_reuses_the_prompt_blocks_across_choices(llm):
     assert computed == 64 + sum(n for n in lengths if n > 1)
 
 
+def test_a_single_multi_token_choice_is_scored_by_its_own_sequence_alone(llm):
+    prompt = random_prompt(46, 64)
+    statement = " maybe maybe"
+    assert len(llm.tokenizer.encode(statement, add_special_tokens=False)) > 1
+    with_others = llm.score([prompt], [statement, " yes"])[0][0]
+    alone = llm.score([prompt], [[statement]])[0][0]  # no prompt-alone sequence: the first token from its own
+    assert alone == pytest.approx(with_others, abs=1e-5)
+
+
 def test_score_error_for_one_prompt_keeps_the_others(llm):
     too_long = random_prompt(46, 600)  # the tiny model's context is 512
     result = llm.score([random_prompt(47, 5), too_long, []], [" yes", " no"])
