@@ -183,12 +183,27 @@ def max_model_len(llm: Any) -> int:
 
 def score_jobs(llm: Any, jobs: list[tuple[list[int], list[list[int]]]], weights: list[int],
                progress: Any = None) -> list[list[float] | str]:
-    """All jobs in one engine batch; each result is the choices' log-probabilities or the engine's reason."""
+    """All jobs in one LLM.score batch; each result is the choices' log-probabilities or the engine's reason.
+
+    weights[i]: how many judgments job i completes, for progress(done, total, engine stats)."""
     if not jobs:
         return []
-    from rubrics.judges.engine_batch import score_batch
+    from judge_engine import ScoreError
 
+    total, done = sum(weights), 0
+
+    def scored(index: int) -> None:
+        nonlocal done
+        done += weights[index]
+        if progress is not None:
+            progress(done, total, llm.stats())
+
+    prompts = [prompt for prompt, _ in jobs]
+    choices = [choice_ids for _, choice_ids in jobs]
     try:
-        return score_batch(llm.engine, jobs, progress, weights)
+        results = llm.score(prompts, choices, on_scored=scored)
+    except ScoreError as exc:  # every job failed: LLM.score raises the first reason instead of returning them
+        return [exc.message] * len(jobs)
     except Exception as exc:  # noqa: BLE001 - an engine failure mid-batch makes every item an error, none raises
         return [f"{type(exc).__name__}: {exc}"] * len(jobs)
+    return [r.message if isinstance(r, ScoreError) else r for r in results]
