@@ -1,7 +1,8 @@
 """The KV cache's block pool: allocation, refcounts, and the prefix cache over full blocks.
 
 A full block is registered under a hash chained over its parent's hash and its own token ids as soon as the
-step that fills it is scheduled, so that a request arriving later finds it. A hash is only an index: a hit is
+step that fills it is scheduled, so that a request arriving later finds it, even one admitted to that same step
+(each layer writes the whole step's keys and values before any attention reads them). A hash is only an index: a hit is
 verified against the block's stored token ids and its parent block (id and generation), so a collision can
 never hand a sequence another prefix's keys and values. Freed blocks that carry a hash stay in an LRU queue
 and are reused by later requests with the same prefix until allocation needs them back.
@@ -33,7 +34,7 @@ class Block:
 class PrefixMatch:
     block_ids: list[int]
     hashes: list[int]
-    pending: bool  # the next block is registered but its step has not run yet: worth waiting a step for
+    pending: bool  # some matched blocks are filled by the step being scheduled (their step has not run yet)
 
 
 class NoFreeBlocks(RuntimeError):
@@ -102,8 +103,8 @@ class BlockManager:
 
     # -- prefix cache ----------------------------------------------------------------------------------
     def match_prefix(self, token_ids: list[int], max_tokens: int) -> PrefixMatch:
-        """The longest chain of cached computed full blocks covering token_ids[:max_tokens] (nothing is
-        acquired yet)."""
+        """The longest chain of cached full blocks covering token_ids[:max_tokens], including blocks that the
+        step being scheduled fills (nothing is acquired yet)."""
         match = PrefixMatch([], [], pending=False)
         if not self.enable_prefix_caching:
             return match
@@ -119,9 +120,7 @@ class BlockManager:
             block = self.blocks[block_id]
             if block.token_ids != tokens or block.parent != parent_ref:
                 break  # hash collision: a different prefix lives under this hash
-            if not block.computed:
-                match.pending = True
-                break
+            match.pending = match.pending or not block.computed
             match.block_ids.append(block_id)
             match.hashes.append(h)
             parent_hash, parent_ref = h, (block_id, block.generation)

@@ -5,7 +5,8 @@ its next chunk); then waiting ones are admitted first come first served, each ta
 and a chunk of the rest. When a running sequence needs a block and none is free, the most recently admitted
 sequence is preempted: its blocks are released and it is recomputed later (its computed full blocks stay in the
 prefix cache, so the recompute is mostly cache hits). A waiting sequence whose prefix is being computed by a
-sequence scheduled earlier waits one step for those blocks instead of computing them a second time.
+sequence scheduled earlier in the same step shares those blocks at once: the judge's criteria of one trajectory
+all run in the step that computes their shared prefix, and nothing is computed twice.
 """
 
 from __future__ import annotations
@@ -93,15 +94,9 @@ class Scheduler:
         return budget
 
     def _admit_waiting(self, out: SchedulerOutput, budget: int) -> None:
-        deferred: list[Sequence] = []
         while self.waiting and budget > 0 and len(self.running) < self.max_num_seqs:
             seq = self.waiting.popleft()
             match = self.block_manager.match_prefix(seq.token_ids, seq.max_cacheable_tokens)
-            if match.pending:
-                deferred.append(seq)  # its prefix is being computed this step: reuse it next step
-                if len(deferred) >= self.max_num_seqs:
-                    break  # thousands of prompts behind one prefix: no need to look at all of them now
-                continue
             self.block_manager.acquire(match.block_ids)
             seq.block_table = list(match.block_ids)
             seq.block_hashes = list(match.hashes)
@@ -119,7 +114,6 @@ class Scheduler:
             self.running.append(seq)
             self._schedule(out, seq, n)
             budget -= n
-        self.waiting.extendleft(reversed(deferred))
 
     def _schedule(self, out: SchedulerOutput, seq: Sequence, n: int) -> None:
         start = seq.num_computed_tokens

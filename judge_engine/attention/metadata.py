@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -22,6 +22,8 @@ class AttentionMetadata:
     max_seqlen_q: int
     max_context_len: int
     is_decode: bool  # every sequence has exactly one query token
+    # What a backend derives from this metadata once per step and reuses in every layer (its own keys).
+    backend_cache: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def num_seqs(self) -> int:

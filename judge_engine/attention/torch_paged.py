@@ -11,21 +11,37 @@ query's computation depends only on its own position ``p`` and the keys, never o
   functions padded so every element takes the same SIMD code (judge_engine/models/elementwise.py).
 
 torch's CPU flash-attention kernel computes each query row on its own (with MKL_CBWR set, see
-judge_engine/__init__.py, the matmul rows do not depend on how many rows there are), so the queries of a
-sequence are batched per segment, one pair of calls each. Compared with one masked call over keys padded
-to the kernel's 512-key chunk, this skips the keys above each query's segment and builds no large mask.
+judge_engine/__init__.py, the matmul rows do not depend on how many rows there are), so queries are
+batched freely as long as each one sees exactly its own keys:
+
+- the "before" calls are grouped across sequences: the queries of every sequence that reads the same
+  cached blocks for ``[0, s)`` (the criteria of one trajectory behind their shared prefix) go into one
+  call, so those keys are gathered and read once per step and layer instead of once per sequence;
+- the "own segment" calls of all sequences are one batched call per size class (pieces padded to a few
+  rows more), with a mask per piece.
+
+The grouping is planned once per step (it is the same in every layer) and kept in the metadata.
 """
 
 from __future__ import annotations
 
 import math
 import threading
+from dataclasses import dataclass
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
 from judge_engine.attention.metadata import AttentionMetadata
 from judge_engine.models.elementwise import apply_blockwise
+
+# Keys per segment. Query p computes at most SEGMENT - 1 masked keys of its own segment; a smaller
+# segment wastes less but makes more (and smaller) kernel calls. Rounded up to a multiple of the block size.
+SEGMENT = 128
+# Own-segment pieces are padded to a multiple of this many query rows, so that pieces of similar size share
+# one batched call while the padding stays a few rows per piece.
+ROW_QUANTUM = 8
 
 
 def store_kv(
@@ -58,37 +74,200 @@ def paged_attention(
     (causal mask aligned bottom-right), so a cached prefix is attended in full. Rows past the last
     sequence (padding) are zero.
     """
-    out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+    if q.device.type != "cpu":
+        return _attend_each_sequence(q, k_cache, v_cache, meta, scale)
+    num_tokens, num_q_heads, head_dim = q.shape
+    heads = _Heads(num_q_heads, k_cache.shape[2], head_dim)
+    plan = _step_plan(meta, k_cache.shape[1], heads, q.dtype)
+    # every (token, query head) pair is one row of head_dim values; the plan addresses these head rows
+    rows = q.contiguous().view(-1, head_dim)
+    out = torch.empty((num_tokens * num_q_heads, head_dim), dtype=q.dtype)
+    out[plan.padding_start:].zero_()
+    lse = torch.empty(num_tokens * num_q_heads, dtype=torch.float32)
+    for piece_class in plan.own_segments:
+        _attend_own_segments(rows, k_cache, v_cache, piece_class, heads, scale, out, lse)
+    for group in plan.before_groups:
+        _attend_before(rows, k_cache, v_cache, group, heads, scale, out, lse)
+    return out.view(q.shape)
+
+
+@dataclass(frozen=True)
+class _Heads:
+    num_q_heads: int
+    num_kv_heads: int
+    head_dim: int
+
+    @property
+    def group(self) -> int:
+        """Query heads per KV head: query head ``h`` reads KV head ``h // group``, as in transformers."""
+        return self.num_q_heads // self.num_kv_heads
+
+    def call_rows(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Head rows of ``tokens [..., n]`` in the order a call folds them: ``[..., Hkv, group, n]``.
+
+        The query heads that share a KV head are folded into the query axis (rows ordered head in group,
+        then position), so each KV head's keys and values are read once (measured ~20% faster than
+        broadcasting them over the group).
+        """
+        heads = torch.arange(self.num_q_heads).view(self.num_kv_heads, self.group, 1)
+        return tokens.unsqueeze(-2).unsqueeze(-2) * self.num_q_heads + heads
+
+
+@dataclass
+class _PieceClass:
+    """Own-segment pieces padded to the same number of query positions, attended in one batched call."""
+
+    positions: int            # query positions per piece, padded to a multiple of ROW_QUANTUM
+    segment: int
+    query_rows: torch.Tensor  # int64 [P * Hkv * group * positions]: head rows in call order (padding repeats one)
+    blocks: torch.Tensor      # int64 [P * segment / block_size]: the cache blocks of each piece's segment
+    mask: torch.Tensor        # [P, 1, group * positions, segment]: additive causal mask
+    real: torch.Tensor | None  # int64: which call rows are real (None when all are)
+    out_rows: torch.Tensor    # int64: the head rows that the real call rows go to
+
+
+@dataclass
+class _BeforeGroup:
+    """Queries of one or more sequences that all read the same cached blocks for keys ``[0, keys)``."""
+
+    keys: int
+    blocks: torch.Tensor      # int64 [keys / block_size]
+    first_block: int | None   # when the blocks are consecutive in the cache: read in place, without a copy
+    query_rows: torch.Tensor  # int64 [Hkv * group * R]: head rows in call order
+
+
+@dataclass
+class _StepPlan:
+    own_segments: list[_PieceClass]
+    before_groups: list[_BeforeGroup]
+    padding_start: int  # head rows from here on belong to padding tokens
+
+
+def _step_plan(meta: AttentionMetadata, block_size: int, heads: _Heads, dtype: torch.dtype) -> _StepPlan:
+    # keyed on the tensors themselves too, so metadata whose fields were replaced gets a fresh plan
+    key = ("torch_paged", SEGMENT, block_size, heads, dtype, id(meta.cu_seqlens_q), id(meta.context_lens),
+           id(meta.block_tables))
+    plan = meta.backend_cache.get(key)
+    if plan is None:
+        plan = _build_plan(meta, block_size, heads, dtype)
+        meta.backend_cache.clear()
+        meta.backend_cache[key] = plan
+    return plan
+
+
+def _build_plan(meta: AttentionMetadata, block_size: int, heads: _Heads, dtype: torch.dtype) -> _StepPlan:
+    """Cut every sequence's queries at segment boundaries into pieces; class the pieces by padded size for
+    the own-segment calls, and group them by the blocks they read before their segment."""
+    segment = block_size * -(-SEGMENT // block_size)
+    blocks_per_segment = segment // block_size
     starts = meta.cu_seqlens_q.tolist()
-    tables = meta.block_tables.long()
-    num_kv_heads = k_cache.shape[2]
+    tables = meta.block_tables.numpy().astype(np.int64)
+    width = tables.shape[1]
+    pieces: dict[int, list[tuple[int, int, int, int, np.ndarray]]] = {}
+    before: dict[tuple[int, bytes], tuple[np.ndarray, list[range]]] = {}
     for b, context_len in enumerate(meta.context_lens.tolist()):
-        start, end = starts[b], starts[b + 1]
-        if end == start:
-            continue
-        keys_needed = _segment_end(context_len - 1)  # the last query's segment is read in full
-        k = _gather(k_cache, tables[b], keys_needed, "k")  # [keys_needed, Hkv, D]
-        v = _gather(v_cache, tables[b], keys_needed, "v")
-        rows = out[start:end].view(end - start, num_kv_heads, -1, q.shape[-1]).permute(2, 1, 0, 3)
-        _attend_sequence(q[start:end], k, v, context_len, scale, rows)
-    out[starts[-1]:].zero_()
-    return out
+        num_queries = starts[b + 1] - starts[b]
+        first = context_len - num_queries
+        position = first
+        while position < context_len:
+            seg_start = position - position % segment
+            count = min(seg_start + segment, context_len) - position
+            token = starts[b] + position - first
+            first_block = seg_start // block_size
+            own = np.zeros(blocks_per_segment, dtype=np.int64)  # past the table: block 0, masked
+            present = tables[b, first_block:min(first_block + blocks_per_segment, width)]
+            own[:present.shape[0]] = present
+            own[own < 0] = 0
+            padded = -(-count // ROW_QUANTUM) * ROW_QUANTUM
+            pieces.setdefault(padded, []).append((token, count, position, seg_start, own))
+            if seg_start > 0:
+                prefix = tables[b, :first_block]
+                entry = before.setdefault((seg_start, prefix.tobytes()), (prefix, []))
+                entry[1].append(range(token, token + count))
+            position += count
+    return _StepPlan(
+        own_segments=[_piece_class(padded, items, segment, heads, dtype) for padded, items in sorted(pieces.items())],
+        before_groups=[_before_group(keys, prefix, ranges, heads) for (keys, _), (prefix, ranges) in before.items()],
+        padding_start=starts[-1] * heads.num_q_heads,
+    )
 
 
-def _gather(cache: torch.Tensor, table: torch.Tensor, length: int, slot: str) -> torch.Tensor:
-    """A sequence's first ``length`` key or value positions ``[length, Hkv, D]``, read through its block table.
+def _before_group(keys: int, prefix: np.ndarray, ranges: list[range], heads: _Heads) -> _BeforeGroup:
+    tokens = torch.tensor([t for r in ranges for t in r], dtype=torch.int64)
+    first = int(prefix[0])
+    consecutive = bool((prefix == np.arange(first, first + prefix.shape[0])).all())
+    return _BeforeGroup(keys, torch.from_numpy(prefix.copy()), first if consecutive else None,
+                        heads.call_rows(tokens).reshape(-1))
 
-    Positions past the sequence's own blocks read block 0 (callers mask them); the cache holds finite
-    values everywhere (it is allocated zeroed), so a masked key contributes exactly zero.
-    """
-    block_size = cache.shape[1]
-    num_blocks = -(-length // block_size)
-    blocks = table[:num_blocks]
-    if blocks.shape[0] < num_blocks or bool((blocks < 0).any()):
-        blocks = F.pad(blocks, (0, num_blocks - blocks.shape[0]), value=-1).clamp(min=0)
-    shape = (num_blocks, *cache.shape[1:])
-    gathered = torch.index_select(cache, 0, blocks, out=_workspace(slot, shape, cache))
-    return gathered.view(num_blocks * block_size, *cache.shape[2:])[:length]
+
+def _piece_class(positions: int, items, segment: int, heads: _Heads, dtype: torch.dtype) -> _PieceClass:
+    num_pieces = len(items)
+    first_tokens, counts, first_positions, seg_starts = (
+        torch.tensor([item[field] for item in items], dtype=torch.int64) for field in range(4))
+    offsets = torch.arange(positions)
+    real = offsets[None, :] < counts[:, None]  # [P, positions]
+    tokens = first_tokens[:, None] + torch.where(real, offsets[None, :], 0)
+    query_pos = first_positions[:, None] + offsets[None, :]
+    key_pos = seg_starts[:, None] + torch.arange(segment)[None, :]
+    blocked = (key_pos[:, None, :] > query_pos[:, :, None]) & real[:, :, None]  # padding rows: nothing blocked
+    mask = torch.zeros(blocked.shape, dtype=dtype).masked_fill_(blocked, float("-inf"))
+    group = heads.group
+    mask = mask[:, None].expand(num_pieces, group, positions, segment).reshape(num_pieces, 1, group * positions,
+                                                                               segment)
+    call_rows = heads.call_rows(tokens).reshape(-1)  # [P, Hkv, group, positions], flattened
+    real_rows = real[:, None, None, :].expand(num_pieces, heads.num_kv_heads, group, positions).reshape(-1)
+    all_real = bool(real_rows.all())
+    return _PieceClass(
+        positions=positions,
+        segment=segment,
+        query_rows=call_rows,
+        blocks=torch.from_numpy(np.concatenate([item[4] for item in items])),
+        mask=mask,
+        real=None if all_real else real_rows.nonzero().squeeze(1),
+        out_rows=call_rows if all_real else call_rows[real_rows],
+    )
+
+
+def _attend_own_segments(rows, k_cache, v_cache, pieces: _PieceClass, heads: _Heads, scale: float,
+                         out: torch.Tensor, lse: torch.Tensor) -> None:
+    """Masked attention of each piece's queries over its own segment; writes ``out`` and ``lse``."""
+    num_pieces = pieces.mask.shape[0]
+    kv_heads, head_dim = heads.num_kv_heads, heads.head_dim
+    queries = rows.index_select(0, pieces.query_rows).view(num_pieces, kv_heads, -1, head_dim)
+    keys = _gather_blocks(k_cache, pieces.blocks, "own_k").view(num_pieces, pieces.segment, kv_heads, head_dim)
+    values = _gather_blocks(v_cache, pieces.blocks, "own_v").view(num_pieces, pieces.segment, kv_heads, head_dim)
+    result, result_lse = _flash(queries, keys.permute(0, 2, 1, 3), values.permute(0, 2, 1, 3), scale, pieces.mask)
+    result, result_lse = result.view(-1, head_dim), result_lse.reshape(-1)
+    if pieces.real is not None:
+        result, result_lse = result.index_select(0, pieces.real), result_lse.index_select(0, pieces.real)
+    out.index_copy_(0, pieces.out_rows, result)
+    lse.index_copy_(0, pieces.out_rows, result_lse)
+
+
+def _attend_before(rows, k_cache, v_cache, before: _BeforeGroup, heads: _Heads, scale: float, out: torch.Tensor,
+                   lse: torch.Tensor) -> None:
+    """Unmasked attention of the group's queries over keys ``[0, before.keys)``, merged into what ``out`` and
+    ``lse`` hold for them (their own segment)."""
+    kv_heads, head_dim = heads.num_kv_heads, heads.head_dim
+    queries = rows.index_select(0, before.query_rows).view(1, kv_heads, -1, head_dim)
+    if before.first_block is not None:
+        blocks = slice(before.first_block, before.first_block + before.blocks.shape[0])
+        keys, values = k_cache[blocks], v_cache[blocks]
+    else:
+        keys = _gather_blocks(k_cache, before.blocks, "k")
+        values = _gather_blocks(v_cache, before.blocks, "v")
+    keys = keys.view(1, before.keys, kv_heads, head_dim).permute(0, 2, 1, 3)
+    values = values.view(1, before.keys, kv_heads, head_dim).permute(0, 2, 1, 3)
+    result, result_lse = _flash(queries, keys, values, scale, None)
+    merged = _merge(result.view(-1, head_dim), result_lse.reshape(-1),
+                    out.index_select(0, before.query_rows), lse.index_select(0, before.query_rows))
+    out.index_copy_(0, before.query_rows, merged)
+
+
+def _gather_blocks(cache: torch.Tensor, blocks: torch.Tensor, slot: str) -> torch.Tensor:
+    """The listed cache blocks ``[n, block_size, Hkv, D]``, copied into a reusable buffer."""
+    shape = (blocks.shape[0], *cache.shape[1:])
+    return torch.index_select(cache, 0, blocks, out=_workspace(slot, shape, cache))
 
 
 _workspaces = threading.local()
@@ -96,7 +275,7 @@ MAX_WORKSPACE_ELEMENTS = 1 << 26  # 256 MiB of float32 per buffer
 
 
 def _workspace(slot: str, shape: tuple[int, ...], like: torch.Tensor) -> torch.Tensor:
-    """A reusable CPU buffer for the gathered keys or values of one sequence at a time.
+    """A reusable CPU buffer for gathered keys or values.
 
     On the CPU, fresh allocations of megabytes come from the kernel as untouched pages, and faulting
     them in costs more than the copy itself (CUDA's caching allocator already reuses memory). Per
@@ -116,66 +295,6 @@ def _workspace(slot: str, shape: tuple[int, ...], like: torch.Tensor) -> torch.T
     return buffer[:numel].view(shape)
 
 
-# Keys per segment. Query p computes at most SEGMENT - 1 masked keys of its own segment; a smaller
-# segment wastes less but makes more (and smaller) kernel calls. A multiple of every block size in use.
-SEGMENT = 128
-
-
-def _segment_end(position: int) -> int:
-    return (position // SEGMENT + 1) * SEGMENT
-
-
-def _attend_sequence(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, context_len: int, scale: float,
-                     out: torch.Tensor) -> None:
-    """Bottom-right causal attention of one sequence's ``q [n, Hq, D]`` over its first ``context_len`` keys,
-    written to ``out [g, Hkv, n, D]``. ``k, v [>= segment end of the last query, Hkv, D]``.
-
-    GQA (query head ``h`` reads KV head ``h // g``, as in transformers): the ``g = Hq / Hkv`` query heads
-    that share a KV head are folded into the query axis, rows ordered (head in group, position), so K/V
-    are read once per KV head (measured ~20% faster than broadcasting K/V over a batch of ``g``).
-    """
-    q_len, num_q_heads, head_dim = q.shape
-    num_kv_heads = k.shape[1]
-    group = num_q_heads // num_kv_heads
-    queries = q.reshape(q_len, num_kv_heads, group, head_dim).permute(1, 2, 0, 3)  # [Hkv, g, n, D]
-    first = context_len - q_len
-    if q.device.type != "cpu":
-        keys = k[:context_len].permute(1, 0, 2).unsqueeze(0).expand(group, -1, -1, -1)
-        values = v[:context_len].permute(1, 0, 2).unsqueeze(0).expand(group, -1, -1, -1)
-        out.copy_(_attend_masked(queries.transpose(0, 1), keys, values, first, scale))
-        return
-    position = first
-    while position < context_len:
-        seg_start = position - position % SEGMENT
-        seg_end = min(seg_start + SEGMENT, context_len)
-        rows = seg_end - position
-        offset = position - first
-        folded = queries[:, :, offset:offset + rows].reshape(1, num_kv_heads, group * rows, head_dim)
-        mask = _segment_mask(position, seg_end, seg_start, q.dtype).repeat(1, 1, group, 1)
-        own = slice(seg_start, seg_start + SEGMENT)
-        result, own_lse = _flash(folded, _per_kv_head(k[own]), _per_kv_head(v[own]), scale, mask)
-        if seg_start > 0:
-            before, before_lse = _flash(folded, _per_kv_head(k[:seg_start]), _per_kv_head(v[:seg_start]), scale,
-                                        None)
-            result = _merge(before, before_lse, result, own_lse)
-        out[:, :, offset:offset + rows] = result.view(num_kv_heads, group, rows, head_dim).transpose(0, 1)
-        position = seg_end
-
-
-def _per_kv_head(x: torch.Tensor) -> torch.Tensor:
-    """``[m, Hkv, D]`` -> ``[1, Hkv, m, D]`` (a view)."""
-    return x.permute(1, 0, 2).unsqueeze(0)
-
-
-def _segment_mask(first_query: int, end_query: int, seg_start: int, dtype: torch.dtype) -> torch.Tensor:
-    """Additive mask ``[1, 1, queries, SEGMENT]``: query p sees the keys of its segment up to p."""
-    query_pos = torch.arange(first_query, end_query)
-    key_pos = torch.arange(seg_start, seg_start + SEGMENT)
-    blocked = key_pos[None, :] > query_pos[:, None]
-    mask = torch.zeros(blocked.shape, dtype=dtype).masked_fill_(blocked, float("-inf"))
-    return mask[None, None]
-
-
 def _flash(q, k, v, scale: float, mask: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
     """torch's CPU flash attention: ``[B, H, Lq, D]`` outputs and their float32 log-sum-exps ``[B, H, Lq]``."""
     out, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, False, attn_mask=mask,
@@ -191,13 +310,33 @@ def _merge(out_a: torch.Tensor, lse_a: torch.Tensor, out_b: torch.Tensor, lse_b:
     """
     weight_a = apply_blockwise(torch.sigmoid, lse_a - lse_b).unsqueeze(-1)
     weight_b = apply_blockwise(torch.sigmoid, lse_b - lse_a).unsqueeze(-1)
+    if out_a.dtype == torch.float32:  # both are fresh buffers: merge in place, one pass fewer
+        return out_a.mul_(weight_a).add_(out_b.mul_(weight_b))
     merged = out_a.float() * weight_a + out_b.float() * weight_b
     return merged.to(out_a.dtype)
 
 
-def _attend_masked(q, k, v, first_query: int, scale: float) -> torch.Tensor:
-    """The same attention on other devices (the torch backend forced on CUDA): one SDPA call with an
-    explicit bottom-right causal mask."""
-    query_pos = torch.arange(first_query, first_query + q.shape[2], device=q.device)
-    mask = torch.arange(k.shape[2], device=q.device)[None, :] <= query_pos[:, None]
-    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
+def _attend_each_sequence(q, k_cache, v_cache, meta: AttentionMetadata, scale: float) -> torch.Tensor:
+    """The same attention on other devices (the torch backend forced on CUDA): per sequence, one SDPA call
+    with an explicit bottom-right causal mask."""
+    out = torch.zeros_like(q)
+    starts = meta.cu_seqlens_q.tolist()
+    tables = meta.block_tables.long()
+    num_kv_heads, head_dim = k_cache.shape[2], q.shape[-1]
+    group = q.shape[1] // num_kv_heads
+    block_size = k_cache.shape[1]
+    for b, context_len in enumerate(meta.context_lens.tolist()):
+        start, end = starts[b], starts[b + 1]
+        if end == start:
+            continue
+        blocks = tables[b, :-(-context_len // block_size)]
+        keys = k_cache.index_select(0, blocks).view(-1, num_kv_heads, head_dim)[:context_len]
+        values = v_cache.index_select(0, blocks).view(-1, num_kv_heads, head_dim)[:context_len]
+        queries = q[start:end].view(end - start, num_kv_heads, group, head_dim).permute(2, 1, 0, 3)
+        keys = keys.permute(1, 0, 2).unsqueeze(0).expand(group, -1, -1, -1)
+        values = values.permute(1, 0, 2).unsqueeze(0).expand(group, -1, -1, -1)
+        query_pos = torch.arange(context_len - (end - start), context_len, device=q.device)
+        mask = torch.arange(context_len, device=q.device)[None, :] <= query_pos[:, None]
+        result = F.scaled_dot_product_attention(queries, keys, values, attn_mask=mask, scale=scale)
+        out[start:end] = result.permute(2, 1, 0, 3).reshape(end - start, -1, head_dim)
+    return out

@@ -79,14 +79,15 @@ def test_match_stops_at_max_tokens():
     assert bm.match_prefix(tokens, max_tokens=3).block_ids == []
 
 
-def test_registered_block_is_pending_until_its_step_ran():
+def test_registered_block_matches_before_its_step_ran_and_is_flagged_pending():
     bm = BlockManager(8, BS)
     tokens = list(range(8))
     table, _ = fill(bm, tokens, computed=False)
     match = bm.match_prefix(tokens, max_tokens=8)
-    assert match.block_ids == [] and match.pending
+    assert match.block_ids == table and match.pending
     bm.mark_computed(table)
-    assert bm.match_prefix(tokens, max_tokens=8).block_ids == table
+    match = bm.match_prefix(tokens, max_tokens=8)
+    assert match.block_ids == table and not match.pending
 
 
 def test_uncomputed_block_released_is_forgotten():

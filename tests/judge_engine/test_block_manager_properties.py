@@ -33,6 +33,8 @@ class BlockPoolMachine(RuleBasedStateMachine):
         self.live: list[LiveSeq] = []
         # what each block's cache content really is: the token prefix it was computed for
         self.content: dict[int, tuple[int, ...]] = {}
+        # what a registered block will hold once the step that fills it has run
+        self.intended: dict[int, tuple[int, ...]] = {}
 
     def teardown(self) -> None:
         if hasattr(self, "_original_hash"):
@@ -43,8 +45,9 @@ class BlockPoolMachine(RuleBasedStateMachine):
         seq = LiveSeq(prefix + suffix)
         match = self.bm.match_prefix(seq.tokens, len(seq.tokens) - 1)
         for index, block_id in enumerate(match.block_ids):
-            # a hit must hold exactly this sequence's prefix up to the end of that block
-            assert self.content[block_id] == tuple(seq.tokens[:(index + 1) * BS])
+            # a hit must hold (or, filled by the step being scheduled, will hold) exactly this prefix
+            holds = self.content if self.bm.blocks[block_id].computed else self.intended
+            assert holds[block_id] == tuple(seq.tokens[:(index + 1) * BS])
         need = -(-len(seq.tokens) // BS) - len(match.block_ids)
         free_after_acquire = self.bm.num_free_blocks - sum(
             self.bm.blocks[b].ref_count == 0 for b in match.block_ids)
@@ -55,13 +58,23 @@ class BlockPoolMachine(RuleBasedStateMachine):
         seq.hashes = list(match.hashes)
         seq.computed = len(match.block_ids) * BS
         for index in range(len(seq.hashes), len(seq.tokens) // BS):
-            self.bm.register_full_block(seq.table, seq.hashes, index, seq.tokens)
+            self._register(seq, index)
         self.live.append(seq)
+        if match.pending:  # admitted into the step that fills its hits: that step runs before anything else
+            for other in self.live:
+                self._run(other)
+
+    def _register(self, seq: LiveSeq, index: int) -> None:
+        self.bm.register_full_block(seq.table, seq.hashes, index, seq.tokens)
+        if self.bm.blocks[seq.table[index]].hash == seq.hashes[index]:
+            self.intended[seq.table[index]] = tuple(seq.tokens[:(index + 1) * BS])
 
     @precondition(lambda self: self.live)
     @rule(data=st.data())
     def run_step(self, data) -> None:
-        seq = data.draw(st.sampled_from(self.live))
+        self._run(data.draw(st.sampled_from(self.live)))
+
+    def _run(self, seq: LiveSeq) -> None:
         start = seq.computed // BS
         for index in range(start, len(seq.table)):
             if (index + 1) * BS <= len(seq.tokens):
@@ -81,7 +94,7 @@ class BlockPoolMachine(RuleBasedStateMachine):
             seq.table += self.bm.allocate(1)
         seq.tokens.append(token)
         if len(seq.tokens) % BS == 0:
-            self.bm.register_full_block(seq.table, seq.hashes, len(seq.tokens) // BS - 1, seq.tokens)
+            self._register(seq, len(seq.tokens) // BS - 1)
 
     @precondition(lambda self: self.live)
     @rule(data=st.data())

@@ -251,24 +251,33 @@ def test_streamed_text_never_shows_a_stop_string(llm):
 
 
 def test_a_failing_model_step_fails_its_requests_not_the_engine(tiny_llama, monkeypatch):
-    llm = tiny_llm(tiny_llama)
-    shared = random_prompt(62, 12)
+    # a budget that fits the two prompts sharing a prefix (the second one shares the first one's blocks in
+    # the same step) but not the third, which runs in the next step
+    llm = tiny_llm(tiny_llama, max_num_batched_tokens=62)
+    shared = random_prompt(62, 60)
+    other = random_prompt(63, 30)
+    expected = tiny_llm(tiny_llama).generate([shared + [5], other], greedy(2))
     original = llm.engine.runner.execute
     calls = []
 
     def fail_once(scheduled):
-        calls.append(len(scheduled))
+        calls.append(sorted(item.seq.request_id for item in scheduled))
         if len(calls) == 1:
             raise RuntimeError("simulated out of memory")
         return original(scheduled)
 
     monkeypatch.setattr(llm.engine.runner, "execute", fail_once)
-    outs = llm.generate([shared + [5], shared + [6], random_prompt(63, 5)], greedy(2))
-    failed = [o for o in outs if o.finish_reason == "error"]
-    assert failed and all("simulated out of memory" in o.error for o in failed)
-    assert any(o.finish_reason == "length" for o in outs)  # the one that waited for the shared prefix
+    outs = llm.generate([shared + [5], shared + [6], other], greedy(2))
+    assert len(calls[0]) == 2, "both prompts of the shared prefix ran in the failing step"
+    assert [o.finish_reason for o in outs] == ["error", "error", "length"]
+    assert all("simulated out of memory" in o.error for o in outs[:2])
+    assert outs[2].token_ids == expected[1].token_ids
     assert llm.engine.block_manager.num_used == 0
-    assert llm.generate([shared + [5]], greedy(2))[0].finish_reason == "length"
+    # the shared blocks of the failed step were never computed: they must not be served from the cache
+    cached_before = llm.engine.stats()["cached_prompt_tokens"]
+    again = llm.generate([shared + [5]], greedy(2))[0]
+    assert again.token_ids == expected[0].token_ids
+    assert llm.engine.stats()["cached_prompt_tokens"] == cached_before
 
 
 def test_request_metrics(llm):

@@ -76,31 +76,30 @@ def test_decodes_and_prefills_share_a_step():
     assert [(i.seq.request_id, i.num_new_tokens) for i in out.scheduled] == [("a", 1), ("b", 15)]
 
 
-def test_second_sequence_with_the_same_prefix_waits_for_blocks_being_computed():
+def test_second_sequence_shares_the_prefix_blocks_computed_in_the_same_step():
     sch = make()
     shared = list(range(1, 13))  # three full blocks
     first, second = seq(shared + [20, 21], name="first"), seq(shared + [30], name="second")
     sch.add(first)
     sch.add(second)
-    out1 = fake_step(sch)
-    assert [i.seq.request_id for i in out1.scheduled] == ["first"]  # second waits one step
-    out2 = fake_step(sch)
-    item = next(i for i in out2.scheduled if i.seq.request_id == "second")
-    assert item.start == 12 and second.num_cached_tokens == 12
-    assert second.block_table[:3] == first.block_table[:3]
+    out = fake_step(sch)
+    assert [(i.seq.request_id, i.start, i.num_new_tokens) for i in out.scheduled] == [
+        ("first", 0, 14), ("second", 12, 1)]
+    assert second.num_cached_tokens == 12 and second.block_table[:3] == first.block_table[:3]
     assert sch.stats.cached_prompt_tokens == 12
     assert sch.stats.computed_prompt_tokens == 14 + 1
+    sch.block_manager.check_invariants([first.block_table, second.block_table])
 
 
-def test_waiting_for_a_prefix_does_not_block_unrelated_requests():
+def test_sharing_a_prefix_does_not_block_unrelated_requests():
     sch = make()
     shared = list(range(1, 13))
     sch.add(seq(shared + [20], name="a"))
     sch.add(seq(shared + [21], name="b"))
     sch.add(seq([5, 5, 5, 5, 5], name="c"))
     out = fake_step(sch)
-    assert [i.seq.request_id for i in out.scheduled] == ["a", "c"]
-    assert [s.request_id for s in sch.waiting] == ["b"]
+    assert [i.seq.request_id for i in out.scheduled] == ["a", "b", "c"]
+    assert not sch.waiting
 
 
 def test_prefix_cache_hit_across_batches_after_release():
