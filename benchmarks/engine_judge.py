@@ -1,12 +1,13 @@
 """Judging workload through LLM.score versus a transformers baseline, measured in the same run.
 
 24 trajectories x 6 criteria: each prompt is ~700 tokens, of which ~650 (system prompt, task, trajectory) are
-shared by the 6 criteria of a trajectory; each is scored on the choices " yes" / " no".
+shared by the 6 criteria of a trajectory and ~50 (the criterion and the answer cue) are its own, the layout of the
+library's judge prompts; each is scored on the choices " yes" / " no".
 
     python benchmarks/engine_judge.py [--dtype bfloat16] [--quick] [--threads N] [--device cpu|cuda] [--model PATH]
 
 Prints: judgments/s for the engine and for the baseline (one transformers forward per prompt, same model and
-dtype, on a sample of the prompts), their ratio; computed_prompt_tokens / prompt_tokens; peak KV blocks versus a
+dtype, on a sample of the prompts) in alternating rounds, and their ratio (the median of the rounds' ratios); computed_prompt_tokens / prompt_tokens; peak KV blocks versus a
 contiguous max-length reservation; KV slots allocated but unused at the peak; achieved FLOP/s on computed tokens
 (2 * params * tokens + attention) as a fraction of this machine's GEMM peak, measured here with a big matmul;
 and the time of a second LLM() start-up (weights already converted and cached).
@@ -26,6 +27,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import argparse  # noqa: E402
 import random  # noqa: E402
+import statistics  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
@@ -36,20 +38,29 @@ WORDS = ("invoice expense ledger approval travel quarter spend report department
          "email attachment summary forecast audit policy vendor hotel flight meal region manager signoff "
          "total figure sheet drive slack message revenue margin cost reconcile").split()
 CRITERIA = [
-    "The report flags the two expenses that were approved without a manager sign-off.",
-    "The department breakdown matches the figures in the Drive sheet exactly.",
-    "The summary compares the quarter with Q2 and explains the biggest change.",
-    "The report fits on one page and a CFO can read it without the raw data.",
-    "Every number in the report can be traced back to the source data.",
-    "The email was sent only to the CFO and to nobody else.",
+    "The report flags the two expenses that were approved without a manager sign-off, and names for each of them "
+    "the approver who was missing and the amount that was paid.",
+    "The department breakdown in the report matches the figures in the Drive sheet exactly, including the totals "
+    "of the travel, hotel and meal categories for every region.",
+    "The summary compares the quarter with Q2 and explains the biggest change in spend with a reason that the data "
+    "in the ledger supports, not a guess.",
+    "The report fits on one page, and a CFO can read it without opening the raw data, the Drive sheet or the Slack "
+    "thread, or asking the agent a follow-up question.",
+    "Every number in the report can be traced back to a row of the source data, and none of the totals was "
+    "estimated, rounded or copied from an earlier report.",
+    "The email with the report was sent only to the CFO, from the finance mailbox, with the sheet attached, and "
+    "nobody else was copied on it.",
 ]
-GUIDANCE = ("Judge only from the trajectory above. Partial credit does not count: the evidence must be explicit, "
-            "and a claim the agent made without a tool result backing it is not evidence.")
+# The layout of the library's judge prompts (rubrics/judges/prompts.py): the instructions, then the task and the
+# trajectory, which a trajectory's criteria share, then the criterion and the answer cue, which they do not.
 SYSTEM = ("You are a strict grader. Read the task and the agent's trajectory, then decide whether the "
-          "criterion is met. Answer with a single word: yes or no.")
+          "criterion is met. Judge only from the trajectory: partial credit does not count, the evidence must be "
+          "explicit, and a claim the agent made without a tool result backing it is not evidence. "
+          "Answer with a single word: yes or no.")
 
 
 def trajectory_text(index: int, tokenizer, target_tokens: int) -> str:
+    """Tool-call lines up to about `target_tokens` tokens (the last line is cut at a word to land close)."""
     rng = random.Random(index)
     lines, text = [], ""
     step = 0
@@ -58,18 +69,25 @@ def trajectory_text(index: int, tokenizer, target_tokens: int) -> str:
         words = " ".join(rng.choice(WORDS) for _ in range(12))
         lines.append(f"[step {step}] tool=read_file result: {words} amount {rng.randint(100, 99999)}.")
         text = "\n".join(lines)
+    while len(tokenizer.encode(text, add_special_tokens=False)) > target_tokens and " " in lines[-1]:
+        lines[-1] = lines[-1].rsplit(" ", 1)[0]
+        text = "\n".join(lines)
     return text
 
 
 def build_prompts(tokenizer, trajectories: int, criteria: int, shared_tokens: int) -> list[str]:
+    """`trajectories` x `criteria` prompts; the prompts of a trajectory share about `shared_tokens` tokens."""
+    def prompt(t: int, body: str, criterion: str) -> str:
+        user = (f"Task: prepare the Q3 travel-expense MIS for the CFO.\n\nTrajectory {t}:\n{body}\n\n"
+                f"Criterion: {criterion}\nIs the criterion met? Answer yes or no.")
+        messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
+        return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+
+    frame = len(tokenizer.encode(prompt(0, "", "").split("Criterion:")[0], add_special_tokens=False))
     prompts = []
     for t in range(trajectories):
-        body = trajectory_text(t, tokenizer, shared_tokens - 90)
-        for c in range(criteria):
-            user = (f"Task: prepare the Q3 travel-expense MIS for the CFO.\n\nTrajectory {t}:\n{body}\n\n"
-                    f"Criterion: {CRITERIA[c % len(CRITERIA)]}\n{GUIDANCE}\nIs the criterion met?")
-            messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
-            prompts.append(tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True))
+        body = trajectory_text(t, tokenizer, shared_tokens - frame)
+        prompts += [prompt(t, body, CRITERIA[c % len(CRITERIA)]) for c in range(criteria)]
     return prompts
 
 
@@ -120,15 +138,18 @@ def model_flops(llm, stats: dict) -> float:
     return flops
 
 
-def baseline_rate(folder, dtype, device: str, tokenizer, prompts, choices, sample: int,
-                  last_logits_only: bool) -> tuple[float, list[list[float]]]:
-    """One transformers forward per prompt on the first `sample` prompts: judgments/s and the scores. With
-    last_logits_only the LM head runs on the last position only (logits_to_keep=1), else on every position
-    (a plain `model(ids)` call). On a shared machine another process can slow a few forwards down, so the
-    rate is the better of sample / total time and 1 / median time per prompt: never worse for the baseline."""
+def load_baseline(folder, dtype, device: str):
     import transformers
 
-    model = transformers.AutoModelForCausalLM.from_pretrained(folder, dtype=dtype).to(device).eval()
+    return transformers.AutoModelForCausalLM.from_pretrained(folder, dtype=dtype).to(device).eval()
+
+
+def baseline_rate(model, device: str, tokenizer, prompts, choices, last_logits_only: bool
+                  ) -> tuple[float, list[list[float]]]:
+    """One transformers forward per prompt: judgments/s and the scores. With last_logits_only the LM head runs on
+    the last position only (logits_to_keep=1), else on every position (a plain `model(ids)` call). On a shared
+    machine another process can slow a few forwards down, so the rate is the better of prompts / total time and
+    1 / median time per prompt: never worse for the baseline."""
     choice_ids = [tokenizer.encode(c, add_special_tokens=False) for c in choices]
     if any(len(ids) != 1 for ids in choice_ids):
         raise SystemExit("the baseline needs single-token choices")
@@ -138,7 +159,7 @@ def baseline_rate(folder, dtype, device: str, tokenizer, prompts, choices, sampl
         ids = torch.tensor([tokenizer(prompts[0], add_special_tokens=False)["input_ids"]], device=device)
         model(ids, **keep)  # warm-up
         times = []
-        for prompt in prompts[:sample]:
+        for prompt in prompts:
             synchronize(device)
             start = time.perf_counter()
             ids = torch.tensor([tokenizer(prompt, add_special_tokens=False)["input_ids"]], device=device)
@@ -147,7 +168,23 @@ def baseline_rate(folder, dtype, device: str, tokenizer, prompts, choices, sampl
             synchronize(device)
             times.append(time.perf_counter() - start)
     median = sorted(times)[len(times) // 2]
-    return max(sample / sum(times), 1 / median), scores
+    return max(len(prompts) / sum(times), 1 / median), scores
+
+
+def engine_pass(llm, prompts, choices, device: str) -> tuple[float, list, dict]:
+    """All prompts through LLM.score from a cold prefix cache: seconds, scores, and the stats of this pass."""
+    llm.engine.block_manager.reset_prefix_cache()
+    before = llm.stats()
+    synchronize(device)
+    start = time.perf_counter()
+    scores = llm.score(prompts, choices)
+    synchronize(device)
+    seconds = time.perf_counter() - start
+    after = llm.stats()
+    stats = {k: v - before[k] if isinstance(v, (int, float)) and k in before else v for k, v in after.items()}
+    for key in ("kv_blocks_peak", "kv_slots_unused_at_peak", "kv_seqs_at_peak"):
+        stats[key] = after[key]
+    return seconds, scores, stats
 
 
 def shared_prefix_len(a: list[int], b: list[int]) -> int:
@@ -165,6 +202,8 @@ def main() -> None:
                         help="torch threads for engine and baseline (default: the cores this process may use)")
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--model", default=None, help="HF folder or .gguf (default: the embedded model)")
+    parser.add_argument("--block-size", type=int, default=None, help="KV block size (default: the engine's)")
+    parser.add_argument("--rounds", type=int, default=3, help="engine/baseline rounds (the ratio is their median)")
     parser.add_argument("--baseline-sample", type=int, default=None, help="prompts timed for the baseline")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -180,35 +219,29 @@ def main() -> None:
     device = args.device
     if device == "cuda" and not torch.cuda.is_available():
         raise SystemExit("--device cuda: no CUDA device is available")
+    options = {"block_size": args.block_size} if args.block_size else {}
     LLM(args.model, dtype=args.dtype, device=device)  # first start-up: may fetch and convert the weights once
     start = time.perf_counter()
-    llm = LLM(args.model, dtype=args.dtype, device=device)
+    llm = LLM(args.model, dtype=args.dtype, device=device, **options)
     synchronize(device)
     startup_s = time.perf_counter() - start
 
     fresh_ready_s, fresh_process_s = fresh_process_startup(args.model, args.dtype, args.threads, device)
-    prompts = build_prompts(llm.tokenizer, trajectories, criteria, shared_tokens=645)
+    prompts = build_prompts(llm.tokenizer, trajectories, criteria, shared_tokens=650)
     lengths = [len(llm.engine.encode(p)) for p in prompts]
     llm.score(["warm-up prompt"], choices)
-    llm.engine.block_manager.reset_prefix_cache()
-    before = llm.stats()
-    synchronize(device)
-    start = time.perf_counter()
-    engine_scores = llm.score(prompts, choices)
-    synchronize(device)
-    engine_s = time.perf_counter() - start
-    stats = {k: v - before[k] if isinstance(v, (int, float)) and k in before else v
-             for k, v in llm.stats().items()}
-    stats["kv_blocks_peak"] = llm.stats()["kv_blocks_peak"]
-    stats["kv_slots_unused_at_peak"] = llm.stats()["kv_slots_unused_at_peak"]
-    stats["kv_seqs_at_peak"] = llm.stats()["kv_seqs_at_peak"]
-    engine_rate = len(prompts) / engine_s
-
     sample = args.baseline_sample or (6 if args.quick else 12)
-    folder = model_folder(llm.model_path)
-    base_rate, base_scores = baseline_rate(folder, dtype, device, llm.tokenizer, prompts, choices, sample, True)
-    plain_rate, _ = baseline_rate(folder, dtype, device, llm.tokenizer, prompts, choices, max(sample // 2, 1),
-                                  False)
+    baseline = load_baseline(model_folder(llm.model_path), dtype, device)
+    # The machine's speed drifts (other tenants): rounds alternate the engine and the baseline, and the ratio is
+    # the median of each round's ratio, so that both sides of a ratio ran at about the same time.
+    rounds = []
+    for _ in range(args.rounds):
+        engine_s, engine_scores, stats = engine_pass(llm, prompts, choices, device)
+        base_rate, base_scores = baseline_rate(baseline, device, llm.tokenizer, prompts[:sample], choices, True)
+        rounds.append((len(prompts) / engine_s, base_rate))
+    plain_rate, _ = baseline_rate(baseline, device, llm.tokenizer, prompts[:max(sample // 2, 1)], choices, False)
+    ratio = statistics.median(engine_rate / base_rate for engine_rate, base_rate in rounds)
+    engine_rate, base_rate = rounds[-1]
     encoded = [llm.engine.encode(p) for p in prompts]
     shared = min(shared_prefix_len(encoded[t * criteria], encoded[t * criteria + c])
                  for t in range(trajectories) for c in range(1, criteria))
@@ -232,13 +265,17 @@ def main() -> None:
           f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}")
     print(f"start-up with the weights already converted: second LLM() in this process {startup_s:.2f} s; "
           f"new process {fresh_ready_s:.2f} s from import to ready ({fresh_process_s:.2f} s whole process)")
-    print(f"engine:   {engine_rate:8.2f} judgments/s ({engine_s:.1f} s, {stats['steps']} steps)")
-    print(f"baseline: {base_rate:8.2f} judgments/s (transformers, one forward per prompt with logits_to_keep=1, "
-          f"{sample} prompts timed); plain model(ids) forward: {plain_rate:.2f} judgments/s")
-    print(f"ratio:    {engine_rate / base_rate:8.2f}x  (target >= 5x; {engine_rate / plain_rate:.2f}x against the "
-          f"plain forward); max |log-prob engine - baseline| {agreement:.2e}")
+    for index, (round_engine, round_base) in enumerate(rounds, 1):
+        print(f"round {index}: engine {round_engine:6.2f} judgments/s, baseline {round_base:5.2f} judgments/s, "
+              f"ratio {round_engine / round_base:5.2f}x")
+    print(f"engine:   {engine_rate:8.2f} judgments/s (last round: {engine_s:.1f} s, {stats['steps']} steps)")
+    print(f"baseline: {base_rate:8.2f} judgments/s (last round; transformers, one forward per prompt with "
+          f"logits_to_keep=1, {sample} prompts timed); plain model(ids) forward after it: {plain_rate:.2f} judgments/s")
+    print(f"ratio:    {ratio:8.2f}x  median of {len(rounds)} rounds (target >= 5x; last engine round against the "
+          f"plain forward: {engine_rate / plain_rate:.2f}x); max |log-prob engine - baseline| {agreement:.2e}")
     print(f"computed_prompt_tokens / prompt_tokens: {stats['computed_prompt_tokens']} / {stats['prompt_tokens']}"
-          f" = {computed_fraction:.3f} (target <= 0.25); prefix cache hit rate {stats['prefix_cache_hit_rate']:.3f}")
+          f" = {computed_fraction:.3f} (target <= 0.25); prefix cache hits {stats['cached_prompt_tokens']} tokens "
+          f"({stats['cached_prompt_tokens'] / stats['prompt_tokens']:.3f} of the prompt tokens)")
     print(f"KV at peak: {stats['kv_blocks_peak']} blocks x {block_size} = {paged_slots} slots for "
           f"{stats['kv_seqs_at_peak']} live sequences; a contiguous reservation would need "
           f"{contiguous_model} slots at max_model_len {llm.engine.max_model_len} "

@@ -9,6 +9,12 @@ from pathlib import Path
 # 135M model in float32, enough for a judging batch of dozens of long shared-prefix prompts.
 DEFAULT_CPU_KV_CACHE_BYTES = 512 * 1024 * 1024
 
+# Tokens per KV block when none is given. Judging prompts share all but a short tail (the criterion), so the
+# private part of a sequence is a few blocks and the half-empty last one is a real share of it: on the CPU,
+# 8-token blocks halve that waste and share the prefix at a finer grain (benchmarks/engine_judge.py: 1.7% of
+# the slots unused at the peak, against 4.7% with 16). The Triton kernels tile keys by block, and 16 suits them.
+DEFAULT_BLOCK_SIZE = {"cpu": 8, "cuda": 16}
+
 SUPPORTED_DTYPES = ("float32", "bfloat16")
 
 
@@ -21,7 +27,7 @@ class EngineConfig:
     model: str | Path | None = None
     dtype: str = "float32"
     device: str = "cpu"
-    block_size: int = 16
+    block_size: int | None = None  # None: DEFAULT_BLOCK_SIZE for the device
     max_num_seqs: int = 256
     max_num_batched_tokens: int = 2048
     kv_cache_bytes: int | None = None  # CPU budget; on CUDA, None means "size from gpu_memory_utilization"
@@ -34,6 +40,8 @@ class EngineConfig:
         self.dtype = _normalise_dtype(self.dtype)
         if not (self.device == "cpu" or self.device.startswith("cuda")):
             raise EngineConfigError(f"device: expected 'cpu' or 'cuda[:N]', got {self.device!r}")
+        if self.block_size is None:
+            self.block_size = DEFAULT_BLOCK_SIZE["cpu" if self.device == "cpu" else "cuda"]
         _require_positive_int("block_size", self.block_size)
         _require_positive_int("max_num_seqs", self.max_num_seqs)
         _require_positive_int("max_num_batched_tokens", self.max_num_batched_tokens)

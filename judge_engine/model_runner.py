@@ -85,9 +85,9 @@ class ModelRunner:
         """float32 logits [N, V] for the wanted positions, and those positions per scheduled sequence."""
         batch = prepare_batch(scheduled, self.block_size, self.device)
         started = time.perf_counter()
-        hidden = self.model(batch.input_ids, batch.positions, batch.meta, self.kv_caches)
+        hidden = self.model(batch.input_ids, batch.positions, batch.meta, self.kv_caches, batch.logits_rows)
         if batch.logits_rows.numel():
-            logits = self.model.compute_logits(hidden.index_select(0, batch.logits_rows)).float()
+            logits = self.model.compute_logits(hidden).float()
         else:
             logits = hidden.new_zeros((0, 0), dtype=torch.float32)
         if self.device.type == "cuda":

@@ -39,8 +39,9 @@ from judge_engine.models.elementwise import apply_blockwise
 # Keys per segment. Query p computes at most SEGMENT - 1 masked keys of its own segment; a smaller
 # segment wastes less but makes more (and smaller) kernel calls. Rounded up to a multiple of the block size.
 SEGMENT = 128
-# Own-segment pieces are padded to a multiple of this many query rows, so that pieces of similar size share
-# one batched call while the padding stays a few rows per piece.
+# Own-segment pieces are padded to a multiple of this many query positions (small ones to a power of two, so a
+# decode step's one-token pieces stay one row), so that pieces of similar size share one batched call while the
+# padding stays a few rows per piece.
 ROW_QUANTUM = 8
 
 
@@ -178,8 +179,7 @@ def _build_plan(meta: AttentionMetadata, block_size: int, heads: _Heads, dtype: 
             present = tables[b, first_block:min(first_block + blocks_per_segment, width)]
             own[:present.shape[0]] = present
             own[own < 0] = 0
-            padded = -(-count // ROW_QUANTUM) * ROW_QUANTUM
-            pieces.setdefault(padded, []).append((token, count, position, seg_start, own))
+            pieces.setdefault(_padded_positions(count), []).append((token, count, position, seg_start, own))
             if seg_start > 0:
                 prefix = tables[b, :first_block]
                 entry = before.setdefault((seg_start, prefix.tobytes()), (prefix, []))
@@ -190,6 +190,12 @@ def _build_plan(meta: AttentionMetadata, block_size: int, heads: _Heads, dtype: 
         before_groups=[_before_group(keys, prefix, ranges, heads) for (keys, _), (prefix, ranges) in before.items()],
         padding_start=starts[-1] * heads.num_q_heads,
     )
+
+
+def _padded_positions(count: int) -> int:
+    if count > ROW_QUANTUM:
+        return -(-count // ROW_QUANTUM) * ROW_QUANTUM
+    return 1 << (count - 1).bit_length()
 
 
 def _before_group(keys: int, prefix: np.ndarray, ranges: list[range], heads: _Heads) -> _BeforeGroup:

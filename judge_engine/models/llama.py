@@ -50,7 +50,9 @@ class LlamaAttention(nn.Module):
         self.q_norm = _empty(self.head_dim, dtype=dtype) if config.qk_norm else None
         self.k_norm = _empty(self.head_dim, dtype=dtype) if config.qk_norm else None
 
-    def forward(self, x, cos, sin, meta: AttentionMetadata, kv_cache, backend: AttentionBackend) -> torch.Tensor:
+    def forward(self, x, cos, sin, meta: AttentionMetadata, kv_cache, backend: AttentionBackend,
+                keep_rows: torch.Tensor | None = None) -> torch.Tensor:
+        """Stores every token's keys and values; returns the output rows ``keep_rows`` (default: all)."""
         num_tokens = x.shape[0]
         q, k, v = (t.view(num_tokens, -1, self.head_dim) for t in self.qkv(x))
         if self.q_norm is not None:
@@ -60,8 +62,10 @@ class LlamaAttention(nn.Module):
         k = apply_rotary(k, cos, sin)
         k_cache, v_cache = kv_cache
         backend.store_kv(k, v, k_cache, v_cache, meta.slot_mapping)
-        out = backend.paged_attention(q, k_cache, v_cache, meta, self.scale)
-        return F.linear(out.reshape(num_tokens, -1), self.o_weight, self.o_bias)
+        out = backend.paged_attention(q, k_cache, v_cache, meta, self.scale).reshape(num_tokens, -1)
+        if keep_rows is not None:
+            out = out.index_select(0, keep_rows)
+        return F.linear(out, self.o_weight, self.o_bias)
 
 
 class LlamaMLP(nn.Module):
@@ -86,14 +90,18 @@ class LlamaDecoderLayer(nn.Module):
         self.self_attn = LlamaAttention(config, dtype)
         self.mlp = LlamaMLP(config, dtype)
 
-    def forward(self, x, cos, sin, meta, kv_cache, backend) -> torch.Tensor:
+    def forward(self, x, cos, sin, meta, kv_cache, backend, keep_rows: torch.Tensor | None = None) -> torch.Tensor:
+        """The layer's output for the rows ``keep_rows`` (default: all); every token's keys and values are stored."""
+        residual = x if keep_rows is None else x.index_select(0, keep_rows)
         # residual adds land in the sublayer's fresh output (x + y == y + x exactly)
-        x = self.self_attn(rms_norm(x, self.input_norm, self.eps), cos, sin, meta, kv_cache, backend).add_(x)
+        x = self.self_attn(rms_norm(x, self.input_norm, self.eps), cos, sin, meta, kv_cache, backend,
+                           keep_rows).add_(residual)
         return self.mlp(rms_norm(x, self.post_attention_norm, self.eps)).add_(x)
 
 
 class LlamaForCausalLM(nn.Module):
-    """``model(input_ids [T], positions [T], meta, kv_caches) -> hidden [T, H]``; then ``compute_logits``."""
+    """``model(input_ids [T], positions [T], meta, kv_caches, output_rows) -> hidden [N, H]``; then
+    ``compute_logits``."""
 
     def __init__(
         self,
@@ -119,11 +127,18 @@ class LlamaForCausalLM(nn.Module):
         positions: torch.Tensor,
         meta: AttentionMetadata,
         kv_caches: list[tuple[torch.Tensor, torch.Tensor]],
+        output_rows: torch.Tensor | None = None,
     ) -> torch.Tensor:
+        """Final hidden states of the rows ``output_rows`` of the flat batch (default: all), in that order.
+
+        Every layer stores every token's keys and values, but the rows nobody reads feed nothing after the
+        last layer's attention: its output projection and MLP run on ``output_rows`` only.
+        """
         x = F.embedding(input_ids, self.embed_tokens)
         cos, sin = rotary_cos_sin(positions, self.inv_freq, x.dtype)
-        for layer, kv_cache in zip(self.layers, kv_caches, strict=True):
-            x = layer(x, cos, sin, meta, kv_cache, self.attention_backend)
+        last = len(self.layers) - 1
+        for index, (layer, kv_cache) in enumerate(zip(self.layers, kv_caches, strict=True)):
+            x = layer(x, cos, sin, meta, kv_cache, self.attention_backend, output_rows if index == last else None)
         return rms_norm(x, self.norm, self.config.rms_norm_eps)
 
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
