@@ -118,7 +118,7 @@ class _Heads:
 class _PieceClass:
     """Own-segment pieces padded to the same number of query positions, attended in one batched call."""
 
-    positions: int            # query positions per piece, padded to a multiple of ROW_QUANTUM
+    positions: int            # query positions per piece, padded (_padded_positions)
     segment: int
     query_rows: torch.Tensor  # int64 [P * Hkv * group * positions]: head rows in call order (padding repeats one)
     blocks: torch.Tensor      # int64 [P * segment / block_size]: the cache blocks of each piece's segment
