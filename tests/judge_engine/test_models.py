@@ -9,6 +9,8 @@ import pytest
 import torch
 from tiny_models import (  # noqa: F401
     TINY_FAMILIES,
+    allocate_kv_caches,
+    contiguous_layout,
     TINY_VOCAB,
     embedded_model,
     reference_logits,
@@ -171,3 +173,24 @@ def test_fused_and_adopted_weights_agree_with_transformers(tmp_path):
         (ours,) = run_chunks(model, spec, prompts, [[12, 7]])
         (expected,) = reference_logits(checkpoint, prompts)
         torch.testing.assert_close(ours, expected, atol=1e-3, rtol=0)
+
+
+def test_output_rows_skip_the_last_layer_for_other_rows_without_changing_them(checkpoint):
+    """With output_rows the last layer's output projection and MLP run on those rows only: their hidden states
+    are the full forward's rows bit for bit, and every token's keys and values are still stored."""
+    model, spec = load_model(checkpoint, torch.float32, "cpu")
+    prompts = _prompts([9, 17, 4], seed=3)
+    lengths = [len(p) for p in prompts]
+    meta, num_blocks, _ = contiguous_layout(lengths, lengths, 16, shuffle_seed=2)
+    ids = torch.tensor([t for p in prompts for t in p])
+    positions = torch.tensor([i for n in lengths for i in range(n)])
+    rows = torch.tensor([8, 25, 29, 0])  # each prompt's last position, and one more, out of order
+    with torch.no_grad():
+        full_caches = allocate_kv_caches(spec, num_blocks, 16)
+        full = model(ids, positions, meta, full_caches)
+        kept_caches = allocate_kv_caches(spec, num_blocks, 16)
+        kept = model(ids, positions, meta, kept_caches, rows)
+    assert kept.shape == (4, spec.hidden_size)
+    assert torch.equal(kept, full[rows])
+    for (k_full, v_full), (k_kept, v_kept) in zip(full_caches, kept_caches):
+        assert torch.equal(k_full, k_kept) and torch.equal(v_full, v_kept)
