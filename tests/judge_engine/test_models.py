@@ -9,9 +9,9 @@ import pytest
 import torch
 from tiny_models import (  # noqa: F401
     TINY_FAMILIES,
+    TINY_VOCAB,
     allocate_kv_caches,
     contiguous_layout,
-    TINY_VOCAB,
     embedded_model,
     reference_logits,
     run_chunks,
