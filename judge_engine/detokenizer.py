@@ -29,9 +29,7 @@ class IncrementalDetokenizer:
         """Text added by tokens appended since the previous call ("" while a character is incomplete)."""
         if self.read_offset >= len(self.token_ids):
             return ""
-        decode = self.tokenizer.decode
-        prefix = decode(self.token_ids[self.prefix_offset:self.read_offset], skip_special_tokens=True)
-        full = decode(self.token_ids[self.prefix_offset:], skip_special_tokens=True)
+        prefix, full = self._decode_window()
         if len(full) <= len(prefix) or full.endswith("\ufffd"):
             return ""
         delta = full[len(prefix):]
@@ -44,10 +42,14 @@ class IncrementalDetokenizer:
         """At the end, whatever a trailing incomplete character decodes to."""
         if self.read_offset >= len(self.token_ids):
             return ""
-        decode = self.tokenizer.decode
-        prefix = decode(self.token_ids[self.prefix_offset:self.read_offset], skip_special_tokens=True)
-        full = decode(self.token_ids[self.prefix_offset:], skip_special_tokens=True)
+        prefix, full = self._decode_window()
         delta = full[len(prefix):] if full.startswith(prefix) else full
         self.read_offset = len(self.token_ids)
         self.text += delta
         return delta
+
+    def _decode_window(self) -> tuple[str, str]:
+        """The text of the window's tokens already read, and of the whole window (read and new)."""
+        decode = self.tokenizer.decode
+        return (decode(self.token_ids[self.prefix_offset:self.read_offset], skip_special_tokens=True),
+                decode(self.token_ids[self.prefix_offset:], skip_special_tokens=True))
