@@ -228,7 +228,8 @@ def main() -> None:
 
     fresh_ready_s, fresh_process_s = fresh_process_startup(args.model, args.dtype, args.threads, device)
     prompts = build_prompts(llm.tokenizer, trajectories, criteria, shared_tokens=650)
-    lengths = [len(llm.engine.encode(p)) for p in prompts]
+    encoded = [llm.engine.encode(p) for p in prompts]
+    lengths = [len(ids) for ids in encoded]
     llm.score(["warm-up prompt"], choices)
     sample = args.baseline_sample or (6 if args.quick else 12)
     baseline = load_baseline(model_folder(llm.model_path), dtype, device)
@@ -242,7 +243,6 @@ def main() -> None:
     plain_rate, _ = baseline_rate(baseline, device, llm.tokenizer, prompts[:max(sample // 2, 1)], choices, False)
     ratio = statistics.median(engine_rate / base_rate for engine_rate, base_rate in rounds)
     engine_rate, base_rate = rounds[-1]
-    encoded = [llm.engine.encode(p) for p in prompts]
     shared = min(shared_prefix_len(encoded[t * criteria], encoded[t * criteria + c])
                  for t in range(trajectories) for c in range(1, criteria))
     across = shared_prefix_len(encoded[0], encoded[criteria])  # the judge's fixed instructions
