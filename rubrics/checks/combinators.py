@@ -34,16 +34,14 @@ class BoundCheck:
 
 def bind(raw: Any, where: str) -> BoundCheck:
     """Validates one `{key: config}` mapping; raises ValueError naming where it sits."""
-    from rubrics.checks.registry import UnknownCheckError, get_check
+    from rubrics.checks.registry import get_check
 
     if not isinstance(raw, dict) or len(raw) != 1:
         raise ValueError(f"{where}: expected a mapping with exactly one check key, like {{contains: {{text: ...}}}}")
     ((key, config),) = raw.items()
     try:
         spec = get_check(str(key))
-    except UnknownCheckError as error:
-        raise ValueError(f"{where}: {error}") from None
-    except CheckError as error:  # a custom check that fails to load
+    except CheckError as error:  # an unknown key (UnknownCheckError), or a custom check that fails to load
         raise ValueError(f"{where}: {error}") from None
     try:
         return BoundCheck(str(key), spec.config_model.model_validate(config))
