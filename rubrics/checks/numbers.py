@@ -113,10 +113,9 @@ def find_numbers(text: str, start: int = 0, end: int | None = None):
 def parse_number(text: str) -> ParsedNumber | None:
     """The number that makes up `text` (surrounding blanks allowed), or None."""
     stripped = str(text).strip()
-    for number in find_numbers(stripped):
-        if number.start == 0 and number.end == len(stripped):
-            return number
-        return None
+    number = next(find_numbers(stripped), None)
+    if number is not None and number.start == 0 and number.end == len(stripped):
+        return number
     return None
 
 
