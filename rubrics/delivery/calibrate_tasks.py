@@ -120,9 +120,9 @@ def _distinct_attempts(runs: list[GradedAttempt], flags: list[Flag]) -> dict[str
 def _reference_status(references: list[GradedAttempt], threshold: float, flags: list[Flag]) -> str:
     if not references:
         return "absent"
-    failed = sorted({r.trajectory_id for r in references if r.score < threshold})
+    failed = [r for r in references if r.score < threshold]
     if failed:
-        scores = ", ".join(f"{r.trajectory_id} scored {_fmt(r.score)}" for r in references if r.score < threshold)
+        scores = ", ".join(f"{r.trajectory_id} scored {_fmt(r.score)}" for r in failed)
         flags.append(Flag(code="reference-fails", message=f"reference solution fails: {scores}"))
         return "failed"
     return "passed"
