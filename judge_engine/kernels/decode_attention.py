@@ -16,7 +16,7 @@ import torch
 import triton
 import triton.language as tl
 
-from judge_engine.kernels.tiling import dot_precision, key_tile_size
+from judge_engine.kernels.tiling import dot_precision, dot_tile_size, key_tile_size
 
 _LOG2_E = 1.4426950408889634
 # A partition shorter than this costs more in the merge than it gains in parallelism.
@@ -147,7 +147,7 @@ def decode_attention(
     if num_seqs == 0 or max_context_len == 0:
         return out
     block_n = key_tile_size(block_size, q.dtype)
-    block_d = max(16, triton.next_power_of_2(head_dim))
+    block_d = dot_tile_size(head_dim)
     if num_partitions is None:
         num_partitions = _choose_partitions(num_seqs * num_kv_heads, max_context_len, q.device)
     num_partitions = max(1, min(num_partitions, triton.cdiv(max_context_len, block_n)))
@@ -170,7 +170,7 @@ def decode_attention(
         head_dim, num_q_heads, num_partitions, partition_len,
         GROUP_SIZE=group_size,
         BLOCK_SIZE=block_size,
-        BLOCK_G=max(16, triton.next_power_of_2(group_size)),
+        BLOCK_G=dot_tile_size(group_size),
         BLOCK_N=block_n,
         BLOCK_D=block_d,
         DOT_PRECISION=dot_precision(q.dtype),

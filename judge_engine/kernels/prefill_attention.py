@@ -13,7 +13,7 @@ import torch
 import triton
 import triton.language as tl
 
-from judge_engine.kernels.tiling import dot_precision, key_tile_size, query_tile_size
+from judge_engine.kernels.tiling import dot_precision, dot_tile_size, key_tile_size, query_tile_size
 
 _LOG2_E = 1.4426950408889634
 
@@ -118,7 +118,7 @@ def prefill_attention(
         BLOCK_SIZE=block_size,
         BLOCK_M=block_m,
         BLOCK_N=key_tile_size(block_size, q.dtype),
-        BLOCK_D=max(16, triton.next_power_of_2(head_dim)),
+        BLOCK_D=dot_tile_size(head_dim),
         DOT_PRECISION=dot_precision(q.dtype),
     )
     return out

@@ -16,6 +16,12 @@ def _max_tile(dtype: torch.dtype) -> int:
     return MAX_TILE_FP32 if dtype == torch.float32 else MAX_TILE_16BIT
 
 
+def dot_tile_size(n: int) -> int:
+    """A tile dimension that covers n items (head dims, query heads of a group): the next power of two, at
+    least MIN_TILE."""
+    return max(_next_power_of_2(n), MIN_TILE)
+
+
 def key_tile_size(block_size: int, dtype: torch.dtype) -> int:
     """Keys per inner-loop step: one cache block when it fits a tile, else the nearest tile size.
 
@@ -24,7 +30,7 @@ def key_tile_size(block_size: int, dtype: torch.dtype) -> int:
     """
     if block_size <= 0:
         raise ValueError(f"block_size must be positive, got {block_size}")
-    return min(max(_next_power_of_2(block_size), MIN_TILE), _max_tile(dtype))
+    return min(dot_tile_size(block_size), _max_tile(dtype))
 
 
 def query_tile_size(max_seqlen_q: int, dtype: torch.dtype) -> int:
