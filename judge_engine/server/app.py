@@ -196,9 +196,6 @@ async def stream_completion(state: ServerState, body: p.CompletionRequest, reque
         if isinstance(output, str):
             yield output
             break
-        if output.finish_reason == "error":
-            yield sse_error(output)
-            break
         new_ids = output.token_ids[sent_tokens:]
         logprobs = None
         if body.logprobs is not None:
@@ -261,9 +258,6 @@ async def stream_chat(state: ServerState, body: p.ChatCompletionRequest, request
     async for output in failures_as_errors(outputs):
         if isinstance(output, str):
             yield output
-            break
-        if output.finish_reason == "error":
-            yield sse_error(output)
             break
         logprobs = None
         if top_n is not None:
@@ -337,10 +331,14 @@ def sse_data(model: BaseModel) -> str:
 
 
 async def failures_as_errors(outputs: AsyncIterator[Any]) -> AsyncIterator[Any]:
-    """The outputs, then an SSE error event instead of an exception if the engine fails mid-stream (the status
-    line is already sent, so the error has to travel in the stream, as OpenAI's own streams do)."""
+    """The outputs, but an SSE error event (a str, and the last item) instead of a failed output, or of an
+    exception if the engine fails mid-stream (the status line is already sent, so the error has to travel in
+    the stream, as OpenAI's own streams do)."""
     try:
         async for output in outputs:
+            if output.finish_reason == "error":
+                yield sse_error(output)
+                return
             yield output
     except EngineFailure as exc:
         yield f"data: {json.dumps(OpenAIError(500, str(exc), type='server_error').body())}\n\n"
