@@ -62,6 +62,8 @@ def run(args) -> int:
 
 
 def _table(report) -> str:
+    from rubrics.cli.table import align
+
     k = report.k
     header = ["task", "category", "passed", "rate", "mean", "sd", "pass@1", f"pass@{k}", f"pass^{k}", "label", "flags"]
     rows = [header]
@@ -69,8 +71,7 @@ def _table(report) -> str:
         rows.append([t.task_id, t.category or "-", f"{t.successes}/{t.attempts}", _pct(t.pass_rate),
                      _num(t.score_mean), _num(t.score_std), _num(t.pass_at_1), _num(t.pass_at_k),
                      _num(t.pass_hat_k), t.label, ",".join(f.code for f in t.flags) or "-"])
-    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
+    lines = align(rows)
     s = report.summary
     lines.append(f"{len(report.tasks)} tasks: {s.keep} keep, {s.drop} drop, {s.inspect} inspect; "
                  f"{s.flaky} flaky, {s.too_few_attempts} with fewer than {report.attempts_requested} attempts")

@@ -6,7 +6,7 @@ def _gates(result) -> str:
     return {True: "pass", False: "FAIL", None: "error"}[result.gates_passed]
 
 
-def _align(rows: list[list[str]]) -> list[str]:
+def align(rows: list[list[str]]) -> list[str]:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     return ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
 
@@ -29,13 +29,13 @@ def render_table(results, verbose: bool = False) -> str:
     header = ["trajectory", "score", "gates", "earned/total", "complete"]
     summary = [header] + [[r.trajectory_id, f"{r.score:.3f}", _gates(r), f"{r.earned}/{r.total}",
                            "yes" if r.complete else "NO"] for r in results]
-    aligned = _align(summary)
+    aligned = align(summary)
     if not verbose:
         lines = aligned
     else:
         per_item = [item_rows(r) for r in results]
         flat = [row for rows in per_item for row in rows]
-        item_lines = iter(_align(flat)) if flat else iter(())
+        item_lines = iter(align(flat)) if flat else iter(())
         lines = aligned[:1]
         for line, rows in zip(aligned[1:], per_item):
             lines += [line] + [next(item_lines) for _ in rows]
