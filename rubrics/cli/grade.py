@@ -68,11 +68,8 @@ def make_judge(args):
         return NoJudge()
     try:
         if args.judge == "openai":
-            import os
-            api_key = os.environ.get("RUBRICS_OPENAI_API_KEY") or os.environ.get("OPENAI_API_KEY")
-            try:
-                return import_judge_class("openai", "OpenAIJudge")(base_url=args.base_url, model=args.model,
-                                                                   api_key=api_key)
+            try:   # OpenAIJudge reads its API key from the environment
+                return import_judge_class("openai", "OpenAIJudge")(base_url=args.base_url, model=args.model)
             except ValueError as exc:   # a malformed --base-url or --model is a usage error, not a traceback
                 args.parser.error(f"--judge openai: {exc}")
         return make_embedded_judge(**({"model": args.model} if args.model else {}))
@@ -82,13 +79,15 @@ def make_judge(args):
 
 
 def run(args) -> int:
+    from pathlib import Path
+
     from rubrics.compiler import compile_rubric
     from rubrics.loading import analyze_rubric
     from rubrics.scoring import grade_plan
 
     if args.judge == "openai" and not args.base_url:
         args.parser.error("--judge openai needs --base-url")
-    rubric, problems, source = analyze_rubric(_as_path(args.rubric))
+    rubric, problems, source = analyze_rubric(Path(args.rubric))
     for problem in problems:
         if problem.severity == "error":
             warn(problem.format(source))
@@ -111,11 +110,6 @@ def run(args) -> int:
     if load_errors:
         warn(f"{len(load_errors)} trajectory input(s) could not be loaded; {len(results)} graded")
     return 1 if load_errors or incomplete else 0
-
-
-def _as_path(name: str):
-    from pathlib import Path
-    return Path(name)
 
 
 def write_results(results, args) -> None:

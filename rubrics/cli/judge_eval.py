@@ -32,15 +32,13 @@ def register(subparsers) -> None:
 
 
 def build_judge(args):
-    import os
-
     from rubrics.judges.extras import import_judge_class, make_embedded_judge
 
     if args.judge == "openai":
         if not args.base_url:
             args.parser.error("--judge openai needs --base-url")
-        api_key = os.environ.get("RUBRICS_OPENAI_API_KEY") or os.environ.get("OPENAI_API_KEY")
-        return import_judge_class("openai", "OpenAIJudge")(base_url=args.base_url, model=args.model, api_key=api_key)
+        # OpenAIJudge reads its API key from the environment
+        return import_judge_class("openai", "OpenAIJudge")(base_url=args.base_url, model=args.model)
     options = {"model": args.model} if args.model else {}
     if args.method:
         options["method"] = args.method
@@ -75,7 +73,6 @@ def run(args) -> int:
     for line in skipped:
         print(f"warning: {line}", file=sys.stderr)
     output = {"judge": getattr(judge, "name", "?"), "labels": len(judged)}
-    calibration = None
     if args.fit_calibration:
         judged, calibration = je.calibrate_likelihood(judged)
         output["likelihood_calibration"] = {"scale": calibration[0], "offset": calibration[1]}
