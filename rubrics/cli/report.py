@@ -42,9 +42,8 @@ def run(args) -> int:
         return 1
     for problem in problems:
         print(problem.format(), file=sys.stderr)
-    for missing, hint in ((not calibration.is_file(), "rubric calibrate"), (not split.is_file(), "rubric split")):
-        if missing:
-            print(f"note: no {'calibration' if 'calibrate' in hint else 'split'} yet; run `{hint}` for that section",
-                  file=sys.stderr)
+    for path, what, command in ((calibration, "calibration", "rubric calibrate"), (split, "split", "rubric split")):
+        if not path.is_file():
+            print(f"note: no {what} yet; run `{command}` for that section", file=sys.stderr)
     print(f"wrote {out_dir / 'report.md'}, {out_dir / 'report.json'}" + (f", {out_dir / report.chart}" if report.chart else ""))
     return 1 if problems else 0
