@@ -28,3 +28,21 @@ class AttentionMetadata:
     @property
     def num_seqs(self) -> int:
         return int(self.context_lens.shape[0])
+
+    def for_rows(self, rows: torch.Tensor, positions: torch.Tensor) -> "AttentionMetadata":
+        """The attention of the flat-batch tokens ``rows`` alone, each a one-token query at its position over its
+        own sequence's keys: for a layer whose other rows nobody reads (their keys and values, stored with this
+        metadata, are all the attention reads). A query's result depends only on its position and keys, so each row
+        gets exactly what it gets among all the step's queries."""
+        count = int(rows.shape[0])
+        sequences = torch.searchsorted(self.cu_seqlens_q[1:], rows.to(self.cu_seqlens_q.dtype), right=True)
+        context_lens = (positions.index_select(0, rows) + 1).to(self.context_lens.dtype)
+        return AttentionMetadata(
+            slot_mapping=self.slot_mapping.index_select(0, rows),
+            cu_seqlens_q=torch.arange(count + 1, dtype=self.cu_seqlens_q.dtype, device=rows.device),
+            context_lens=context_lens,
+            block_tables=self.block_tables.index_select(0, sequences),
+            max_seqlen_q=1,
+            max_context_len=int(context_lens.max()) if count else 0,
+            is_decode=True,
+        )

@@ -7,6 +7,7 @@ because the checkpoint always overwrites them, which keeps start-up fast.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Iterable
 
 import torch
@@ -35,6 +36,14 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     return normalised.to(x.dtype).mul_(weight)
 
 
+@dataclass(frozen=True)
+class KeptRows:
+    """The rows of the flat batch whose outputs are read after a layer, and the attention of those rows alone."""
+
+    rows: torch.Tensor  # int64 [N]
+    meta: AttentionMetadata
+
+
 class LlamaAttention(nn.Module):
     def __init__(self, config: LlamaFamilyConfig, dtype: torch.dtype):
         super().__init__()
@@ -51,21 +60,29 @@ class LlamaAttention(nn.Module):
         self.k_norm = _empty(self.head_dim, dtype=dtype) if config.qk_norm else None
 
     def forward(self, x, cos, sin, meta: AttentionMetadata, kv_cache, backend: AttentionBackend,
-                keep_rows: torch.Tensor | None = None) -> torch.Tensor:
-        """Stores every token's keys and values; returns the output rows ``keep_rows`` (default: all)."""
+                keep: KeptRows | None = None) -> torch.Tensor:
+        """Stores every token's keys and values; returns the output of the rows ``keep.rows`` (default: all).
+
+        Only the kept rows' queries are computed and attended: the other rows feed nothing but their keys and
+        values."""
         num_tokens = x.shape[0]
-        q, k, v = (t.view(num_tokens, -1, self.head_dim) for t in self.qkv(x))
+        if keep is None:
+            q, k, v = self.qkv(x)
+        else:
+            q, k, v = self.qkv.forward_split(x, keep.rows)
+            cos, q_cos, sin, q_sin = cos, cos.index_select(0, keep.rows), sin, sin.index_select(0, keep.rows)
+        q = q.view(q.shape[0], self.num_heads, self.head_dim)
+        k = k.view(num_tokens, self.num_kv_heads, self.head_dim)
+        v = v.view(num_tokens, self.num_kv_heads, self.head_dim)
         if self.q_norm is not None:
             q = rms_norm(q, self.q_norm, self.eps)
             k = rms_norm(k, self.k_norm, self.eps)
-        q = apply_rotary(q, cos, sin)
+        q = apply_rotary(q, cos, sin) if keep is None else apply_rotary(q, q_cos, q_sin)
         k = apply_rotary(k, cos, sin)
         k_cache, v_cache = kv_cache
         backend.store_kv(k, v, k_cache, v_cache, meta.slot_mapping)
-        out = backend.paged_attention(q, k_cache, v_cache, meta, self.scale).reshape(num_tokens, -1)
-        if keep_rows is not None:
-            out = out.index_select(0, keep_rows)
-        return F.linear(out, self.o_weight, self.o_bias)
+        out = backend.paged_attention(q, k_cache, v_cache, meta if keep is None else keep.meta, self.scale)
+        return F.linear(out.reshape(q.shape[0], self.num_heads * self.head_dim), self.o_weight, self.o_bias)
 
 
 class LlamaMLP(nn.Module):
@@ -90,12 +107,12 @@ class LlamaDecoderLayer(nn.Module):
         self.self_attn = LlamaAttention(config, dtype)
         self.mlp = LlamaMLP(config, dtype)
 
-    def forward(self, x, cos, sin, meta, kv_cache, backend, keep_rows: torch.Tensor | None = None) -> torch.Tensor:
-        """The layer's output for the rows ``keep_rows`` (default: all); every token's keys and values are stored."""
-        residual = x if keep_rows is None else x.index_select(0, keep_rows)
+    def forward(self, x, cos, sin, meta, kv_cache, backend, keep: KeptRows | None = None) -> torch.Tensor:
+        """The layer's output for the rows ``keep.rows`` (default: all); every token's keys and values are stored."""
+        residual = x if keep is None else x.index_select(0, keep.rows)
         # residual adds land in the sublayer's fresh output (x + y == y + x exactly)
         x = self.self_attn(rms_norm(x, self.input_norm, self.eps), cos, sin, meta, kv_cache, backend,
-                           keep_rows).add_(residual)
+                           keep).add_(residual)
         return self.mlp(rms_norm(x, self.post_attention_norm, self.eps)).add_(x)
 
 
@@ -131,14 +148,15 @@ class LlamaForCausalLM(nn.Module):
     ) -> torch.Tensor:
         """Final hidden states of the rows ``output_rows`` of the flat batch (default: all), in that order.
 
-        Every layer stores every token's keys and values, but the rows nobody reads feed nothing after the
-        last layer's attention: its output projection and MLP run on ``output_rows`` only.
+        Every layer stores every token's keys and values, but in the last layer the rows nobody reads feed
+        nothing else: its queries, attention, output projection and MLP run on ``output_rows`` only.
         """
         x = F.embedding(input_ids, self.embed_tokens)
         cos, sin = rotary_cos_sin(positions, self.inv_freq, x.dtype)
+        keep = None if output_rows is None else KeptRows(output_rows, meta.for_rows(output_rows, positions))
         last = len(self.layers) - 1
         for index, (layer, kv_cache) in enumerate(zip(self.layers, kv_caches, strict=True)):
-            x = layer(x, cos, sin, meta, kv_cache, self.attention_backend, output_rows if index == last else None)
+            x = layer(x, cos, sin, meta, kv_cache, self.attention_backend, keep if index == last else None)
         return rms_norm(x, self.norm, self.config.rms_norm_eps)
 
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:

@@ -175,22 +175,24 @@ def test_fused_and_adopted_weights_agree_with_transformers(tmp_path):
         torch.testing.assert_close(ours, expected, atol=1e-3, rtol=0)
 
 
-def test_output_rows_skip_the_last_layer_for_other_rows_without_changing_them(checkpoint):
-    """With output_rows the last layer's output projection and MLP run on those rows only: their hidden states
-    are the full forward's rows bit for bit, and every token's keys and values are still stored."""
+@pytest.mark.parametrize("rows", [[8, 25, 29, 0], []], ids=["some rows", "no rows"])
+def test_output_rows_skip_the_last_layer_for_other_rows_without_changing_them(checkpoint, rows):
+    """With output_rows the last layer's queries, attention, output projection and MLP run on those rows only
+    (none at all for a prefill chunk that needs no logits): their hidden states are the full forward's rows bit
+    for bit, and every token's keys and values are still stored."""
     model, spec = load_model(checkpoint, torch.float32, "cpu")
     prompts = _prompts([9, 17, 4], seed=3)
     lengths = [len(p) for p in prompts]
     meta, num_blocks, _ = contiguous_layout(lengths, lengths, 16, shuffle_seed=2)
     ids = torch.tensor([t for p in prompts for t in p])
     positions = torch.tensor([i for n in lengths for i in range(n)])
-    rows = torch.tensor([8, 25, 29, 0])  # each prompt's last position, and one more, out of order
+    rows = torch.tensor(rows, dtype=torch.int64)  # each prompt's last position, and one more, out of order
     with torch.no_grad():
         full_caches = allocate_kv_caches(spec, num_blocks, 16)
         full = model(ids, positions, meta, full_caches)
         kept_caches = allocate_kv_caches(spec, num_blocks, 16)
         kept = model(ids, positions, meta, kept_caches, rows)
-    assert kept.shape == (4, spec.hidden_size)
+    assert kept.shape == (len(rows), spec.hidden_size)
     assert torch.equal(kept, full[rows])
     for (k_full, v_full), (k_kept, v_kept) in zip(full_caches, kept_caches):
         assert torch.equal(k_full, k_kept) and torch.equal(v_full, v_kept)
