@@ -1,9 +1,11 @@
-"""Linear maps that read the same input (Q/K/V, gate/up), run as one matmul when that costs nothing.
+"""Linear maps that read the same input (Q/K/V, gate/up), run as one matmul when that pays.
 
 A checkpoint stores the parts separately. When they must be copied anyway (a dtype conversion or a
 device transfer) they are copied into one fused weight and run as a single matmul. When they already
 have the right dtype and device, the memory-mapped checkpoint tensors are used as they are, without any
-copy, so a float32 model starts in a fraction of a second.
+copy, so a float32 model starts in a fraction of a second; unless ``always_fuse`` asks for the copy
+because the parts are slow apart (Q/K/V: the K and V maps of a GQA model have few output rows, and one
+matmul reads the input once instead of three times).
 """
 
 from __future__ import annotations
@@ -14,12 +16,14 @@ from torch import nn
 
 
 class MergedLinear(nn.Module):
-    def __init__(self, in_features: int, out_sizes: list[int], bias: bool, dtype: torch.dtype):
+    def __init__(self, in_features: int, out_sizes: list[int], bias: bool, dtype: torch.dtype,
+                 always_fuse: bool = False):
         super().__init__()
         self.in_features = in_features
         self.out_sizes = list(out_sizes)
         self.has_bias = bias
         self.dtype = dtype
+        self.always_fuse = always_fuse
         self.fused_weight: nn.Parameter | None = None
         self.fused_bias: nn.Parameter | None = None
         self._pending: dict[tuple[int, str], torch.Tensor] = {}
@@ -38,10 +42,11 @@ class MergedLinear(nn.Module):
         self._pending[(index, kind)] = tensor
 
     def finish_loading(self, device: torch.device) -> None:
-        """Adopt the parts as they are when possible, otherwise copy them into one fused weight."""
+        """Adopt the parts as they are when possible (and not always_fuse), otherwise copy them into one fused
+        weight."""
         parts = self._pending
         self._pending = {}
-        if all(t.dtype == self.dtype and t.device == device for t in parts.values()):
+        if not self.always_fuse and all(t.dtype == self.dtype and t.device == device for t in parts.values()):
             count = len(self.out_sizes)
             self.part_weights = [self._register(f"weight_{i}", parts[(i, "weight")]) for i in range(count)]
             self.part_biases = [
