@@ -156,10 +156,14 @@ class LlamaForCausalLM(nn.Module):
         """
         x = F.embedding(input_ids, self.embed_tokens)
         cos, sin = rotary_cos_sin(positions, self.inv_freq, x.dtype)
-        keep = None if output_rows is None else KeptRows(output_rows, meta.for_rows(output_rows, positions))
+        keep = None
+        if output_rows is not None and output_rows.numel() < input_ids.numel():  # else every row is read (decode)
+            keep = KeptRows(output_rows, meta.for_rows(output_rows, positions))
         last = len(self.layers) - 1
         for index, (layer, kv_cache) in enumerate(zip(self.layers, kv_caches, strict=True)):
             x = layer(x, cos, sin, meta, kv_cache, self.attention_backend, keep if index == last else None)
+        if output_rows is not None and keep is None:
+            x = x.index_select(0, output_rows)
         return rms_norm(x, self.norm, self.config.rms_norm_eps)
 
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:

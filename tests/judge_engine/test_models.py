@@ -176,7 +176,7 @@ def test_fused_and_adopted_weights_agree_with_transformers(tmp_path):
         torch.testing.assert_close(ours, expected, atol=1e-3, rtol=0)
 
 
-@pytest.mark.parametrize("rows", [[8, 25, 29, 0], []], ids=["some rows", "no rows"])
+@pytest.mark.parametrize("rows", [[8, 25, 29, 0], [], list(reversed(range(30)))], ids=["some", "none", "all"])
 def test_output_rows_skip_the_last_layer_for_other_rows_without_changing_them(checkpoint, rows):
     """With output_rows the last layer's queries, attention, output projection and MLP run on those rows only
     (none at all for a prefill chunk that needs no logits): their hidden states are the full forward's rows bit
