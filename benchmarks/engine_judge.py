@@ -1,8 +1,10 @@
 """Judging workload through LLM.score versus a transformers baseline, measured in the same run.
 
-24 trajectories x 6 criteria: each prompt is ~700 tokens, of which ~650 (system prompt, task, trajectory) are
-shared by the 6 criteria of a trajectory and ~50 (the criterion and the answer cue) are its own, the layout of the
-library's judge prompts; each is scored on the choices " yes" / " no".
+24 trajectories x 6 criteria, built by the embedded judge's own prompt builder (rubrics/judges/prompt_ids.py: the
+grading instructions, then the task and the trajectory as fenced evidence, then the rubric item and the answer cue):
+each prompt is ~710 token ids, of which ~650 (instructions, task, trajectory) are shared by the 6 criteria of a
+trajectory and ~60 (the item) are its own; the instructions and the task line (~230) are shared by all trajectories.
+Each prompt is scored on the judge's answers "Yes" / "No".
 
     python benchmarks/engine_judge.py [--dtype bfloat16] [--quick] [--threads N] [--device cpu|cuda] [--model PATH]
 
@@ -51,12 +53,7 @@ CRITERIA = [
     "The email with the report was sent only to the CFO, from the finance mailbox, with the sheet attached, and "
     "nobody else was copied on it.",
 ]
-# The layout of the library's judge prompts (rubrics/judges/prompts.py): the instructions, then the task and the
-# trajectory, which a trajectory's criteria share, then the criterion and the answer cue, which they do not.
-SYSTEM = ("You are a strict grader. Read the task and the agent's trajectory, then decide whether the "
-          "criterion is met. Judge only from the trajectory: partial credit does not count, the evidence must be "
-          "explicit, and a claim the agent made without a tool result backing it is not evidence. "
-          "Answer with a single word: yes or no.")
+TASK = "Prepare the Q3 travel-expense MIS for the CFO and email it to her."
 
 
 def trajectory_text(index: int, tokenizer, target_tokens: int) -> str:
@@ -75,20 +72,28 @@ def trajectory_text(index: int, tokenizer, target_tokens: int) -> str:
     return text
 
 
-def build_prompts(tokenizer, trajectories: int, criteria: int, shared_tokens: int) -> list[str]:
-    """`trajectories` x `criteria` prompts; the prompts of a trajectory share about `shared_tokens` tokens."""
-    def prompt(t: int, body: str, criterion: str) -> str:
-        user = (f"Task: prepare the Q3 travel-expense MIS for the CFO.\n\nTrajectory {t}:\n{body}\n\n"
-                f"Criterion: {criterion}\nIs the criterion met? Answer yes or no.")
-        messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
-        return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+def build_prompts(tokenizer, trajectories: int, criteria: int, shared_tokens: int
+                  ) -> tuple[list[list[int]], list[list[int]]]:
+    """`trajectories` x `criteria` judge prompts as token ids, the way the embedded judge builds them; the prompts
+    of a trajectory share about `shared_tokens` tokens. Returns (prompts, answer choices as token ids)."""
+    from rubrics.judges.prompt_ids import PromptBuilder
+    from rubrics.judges.protocol import EvidenceBlock, JudgeRequest
 
-    frame = len(tokenizer.encode(prompt(0, "", "").split("Criterion:")[0], add_special_tokens=False))
-    prompts = []
+    builder = PromptBuilder(tokenizer, max_model_len=1 << 20)
+
+    def requests(t: int, body: str, count: int) -> list[JudgeRequest]:
+        return [JudgeRequest(key=f"t{t}::c{c}", trajectory_id=f"t{t}", item_id=f"c{c}", kind="criterion", points=2,
+                             criterion=CRITERIA[c % len(CRITERIA)], penalty=False, task=TASK, reference=None,
+                             evidence=(EvidenceBlock("trajectory", body),))
+                for c in range(count)]
+
+    frame = len(builder.build(requests(0, "", 1))[0].prefix)  # the shared part around an empty trajectory
+    prompts, choices = [], []
     for t in range(trajectories):
-        body = trajectory_text(t, tokenizer, shared_tokens - frame)
-        prompts += [prompt(t, body, CRITERIA[c % len(CRITERIA)]) for c in range(criteria)]
-    return prompts
+        built = builder.build(requests(t, trajectory_text(t, tokenizer, shared_tokens - frame), criteria))
+        prompts += [prompt.ids for prompt in built]
+        choices = built[0].choices
+    return prompts, choices
 
 
 def default_threads() -> int:
@@ -144,27 +149,24 @@ def load_baseline(folder, dtype, device: str):
     return transformers.AutoModelForCausalLM.from_pretrained(folder, dtype=dtype).to(device).eval()
 
 
-def baseline_rate(model, device: str, tokenizer, prompts, choices, last_logits_only: bool
+def baseline_rate(model, device: str, prompts: list[list[int]], choices: list[list[int]], last_logits_only: bool
                   ) -> tuple[float, list[list[float]]]:
     """One transformers forward per prompt: judgments/s and the scores. With last_logits_only the LM head runs on
     the last position only (logits_to_keep=1), else on every position (a plain `model(ids)` call). On a shared
     machine another process can slow a few forwards down, so the rate is the better of prompts / total time and
     1 / median time per prompt: never worse for the baseline."""
-    choice_ids = [tokenizer.encode(c, add_special_tokens=False) for c in choices]
-    if any(len(ids) != 1 for ids in choice_ids):
+    if any(len(ids) != 1 for ids in choices):
         raise SystemExit("the baseline needs single-token choices")
     keep = {"logits_to_keep": 1} if last_logits_only else {}
     scores = []
     with torch.inference_mode():
-        ids = torch.tensor([tokenizer(prompts[0], add_special_tokens=False)["input_ids"]], device=device)
-        model(ids, **keep)  # warm-up
+        model(torch.tensor([prompts[0]], device=device), **keep)  # warm-up
         times = []
         for prompt in prompts:
             synchronize(device)
             start = time.perf_counter()
-            ids = torch.tensor([tokenizer(prompt, add_special_tokens=False)["input_ids"]], device=device)
-            logprobs = torch.log_softmax(model(ids, **keep).logits[0, -1].float(), -1)
-            scores.append([float(logprobs[c[0]]) for c in choice_ids])  # float() waits for the GPU
+            logprobs = torch.log_softmax(model(torch.tensor([prompt], device=device), **keep).logits[0, -1].float(), -1)
+            scores.append([float(logprobs[ids[0]]) for ids in choices])  # float() waits for the GPU
             synchronize(device)
             times.append(time.perf_counter() - start)
     median = sorted(times)[len(times) // 2]
@@ -203,7 +205,7 @@ def main() -> None:
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--model", default=None, help="HF folder or .gguf (default: the embedded model)")
     parser.add_argument("--block-size", type=int, default=None, help="KV block size (default: the engine's)")
-    parser.add_argument("--rounds", type=int, default=3, help="engine/baseline rounds (the ratio is their median)")
+    parser.add_argument("--rounds", type=int, default=5, help="engine/baseline rounds (the ratio is their median)")
     parser.add_argument("--baseline-sample", type=int, default=None, help="prompts timed for the baseline")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -213,7 +215,6 @@ def main() -> None:
 
     trajectories = 6 if args.quick else 24
     criteria = 6
-    choices = [" yes", " no"]
     dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16}[args.dtype]
 
     device = args.device
@@ -227,9 +228,8 @@ def main() -> None:
     startup_s = time.perf_counter() - start
 
     fresh_ready_s, fresh_process_s = fresh_process_startup(args.model, args.dtype, args.threads, device)
-    prompts = build_prompts(llm.tokenizer, trajectories, criteria, shared_tokens=650)
-    encoded = [llm.engine.encode(p) for p in prompts]
-    lengths = [len(ids) for ids in encoded]
+    prompts, choices = build_prompts(llm.tokenizer, trajectories, criteria, shared_tokens=650)
+    lengths = [len(ids) for ids in prompts]
     llm.score(["warm-up prompt"], choices)
     sample = args.baseline_sample or (6 if args.quick else 12)
     baseline = load_baseline(model_folder(llm.model_path), dtype, device)
@@ -238,14 +238,14 @@ def main() -> None:
     rounds = []
     for _ in range(args.rounds):
         engine_s, engine_scores, stats = engine_pass(llm, prompts, choices, device)
-        base_rate, base_scores = baseline_rate(baseline, device, llm.tokenizer, prompts[:sample], choices, True)
+        base_rate, base_scores = baseline_rate(baseline, device, prompts[:sample], choices, True)
         rounds.append((len(prompts) / engine_s, base_rate))
-    plain_rate, _ = baseline_rate(baseline, device, llm.tokenizer, prompts[:max(sample // 2, 1)], choices, False)
+    plain_rate, _ = baseline_rate(baseline, device, prompts[:max(sample // 2, 1)], choices, False)
     ratio = statistics.median(engine_rate / base_rate for engine_rate, base_rate in rounds)
     engine_rate, base_rate = rounds[-1]
-    shared = min(shared_prefix_len(encoded[t * criteria], encoded[t * criteria + c])
+    shared = min(shared_prefix_len(prompts[t * criteria], prompts[t * criteria + c])
                  for t in range(trajectories) for c in range(1, criteria))
-    across = shared_prefix_len(encoded[0], encoded[criteria])  # the judge's fixed instructions
+    across = shared_prefix_len(prompts[0], prompts[criteria])  # the judge's instructions and the task line
     agreement = max(abs(a - b) for row_e, row_b in zip(engine_scores, base_scores) for a, b in zip(row_e, row_b))
 
     peak = gemm_peak_flops(dtype, device)
@@ -260,8 +260,8 @@ def main() -> None:
     print(f"workload: {trajectories} trajectories x {criteria} criteria = {len(prompts)} judgments, "
           f"prompt tokens {min(lengths)}-{max(lengths)} (mean {sum(lengths) / len(lengths):.0f}); "
           f">= {shared} shared by a trajectory's criteria (so {min(lengths) - shared}-{max(lengths) - shared} "
-          f"unique per criterion), {across} (system prompt and task) shared by all trajectories; "
-          f"choices {choices}, dtype {args.dtype}, device {device}, threads {args.threads}, "
+          f"unique per criterion), {across} (instructions and task) shared by all trajectories; "
+          f"choices {[llm.tokenizer.decode(ids) for ids in choices]}, dtype {args.dtype}, device {device}, threads {args.threads}, "
           f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}")
     print(f"start-up with the weights already converted: second LLM() in this process {startup_s:.2f} s; "
           f"new process {fresh_ready_s:.2f} s from import to ready ({fresh_process_s:.2f} s whole process)")
