@@ -30,19 +30,29 @@ class AttentionMetadata:
         return int(self.context_lens.shape[0])
 
     def for_rows(self, rows: torch.Tensor, positions: torch.Tensor) -> "AttentionMetadata":
-        """The attention of the flat-batch tokens ``rows`` alone, each a one-token query at its position over its
-        own sequence's keys: for a layer whose other rows nobody reads (their keys and values, stored with this
-        metadata, are all the attention reads). A query's result depends only on its position and keys, so each row
-        gets exactly what it gets among all the step's queries."""
+        """The attention of the flat-batch tokens ``rows`` alone (in that order), each over its own sequence's keys:
+        for a layer whose other rows nobody reads (their keys and values, stored with this metadata, are all the
+        attention reads). Rows that follow each other in one sequence form one query run (the choice tokens of a
+        scored statement), the others are one-token queries. A query's result depends only on its position and
+        keys, so each row gets exactly what it gets among all the step's queries."""
         count = int(rows.shape[0])
         sequences = torch.searchsorted(self.cu_seqlens_q[1:], rows.to(self.cu_seqlens_q.dtype), right=True)
-        context_lens = (positions.index_select(0, rows) + 1).to(self.context_lens.dtype)
+        starts_run = torch.ones(count, dtype=torch.bool, device=rows.device)
+        starts_run[1:] = (rows[1:] != rows[:-1] + 1) | (sequences[1:] != sequences[:-1])
+        run_starts = starts_run.nonzero().squeeze(1)
+        run_ends = torch.cat([run_starts[1:], run_starts.new_tensor([count])])
+        lengths = run_ends - run_starts
+        cu_seqlens_q = torch.zeros(lengths.shape[0] + 1, dtype=self.cu_seqlens_q.dtype, device=rows.device)
+        torch.cumsum(lengths, 0, out=cu_seqlens_q[1:])
+        last_rows = rows.index_select(0, run_ends - 1) if count else rows
+        context_lens = (positions.index_select(0, last_rows) + 1).to(self.context_lens.dtype)
+        longest = int(lengths.max()) if count else 0
         return AttentionMetadata(
             slot_mapping=self.slot_mapping.index_select(0, rows),
-            cu_seqlens_q=torch.arange(count + 1, dtype=self.cu_seqlens_q.dtype, device=rows.device),
+            cu_seqlens_q=cu_seqlens_q,
             context_lens=context_lens,
-            block_tables=self.block_tables.index_select(0, sequences),
-            max_seqlen_q=1,
+            block_tables=self.block_tables.index_select(0, sequences.index_select(0, run_starts)),
+            max_seqlen_q=longest,
             max_context_len=int(context_lens.max()) if count else 0,
-            is_decode=True,
+            is_decode=longest == 1,
         )

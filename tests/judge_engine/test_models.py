@@ -176,7 +176,8 @@ def test_fused_and_adopted_weights_agree_with_transformers(tmp_path):
         torch.testing.assert_close(ours, expected, atol=1e-3, rtol=0)
 
 
-@pytest.mark.parametrize("rows", [[8, 25, 29, 0], [], list(reversed(range(30)))], ids=["some", "none", "all"])
+@pytest.mark.parametrize("rows", [[8, 25, 29, 0], [3, 22, 23, 24, 25, 26, 27, 7], [], list(reversed(range(30)))],
+                         ids=["some", "runs", "none", "all"])
 def test_output_rows_skip_the_last_layer_for_other_rows_without_changing_them(checkpoint, rows):
     """With output_rows the last layer's queries, attention, output projection and MLP run on those rows only
     (none at all for a prefill chunk that needs no logits): their hidden states are the full forward's rows bit
@@ -187,7 +188,8 @@ def test_output_rows_skip_the_last_layer_for_other_rows_without_changing_them(ch
     meta, num_blocks, _ = contiguous_layout(lengths, lengths, 16, shuffle_seed=2)
     ids = torch.tensor([t for p in prompts for t in p])
     positions = torch.tensor([i for n in lengths for i in range(n)])
-    rows = torch.tensor(rows, dtype=torch.int64)  # each prompt's last position, and one more, out of order
+    # prompts at rows 0-8, 9-25 and 26-29: their last rows out of order, runs of rows inside and across prompts
+    rows = torch.tensor(rows, dtype=torch.int64)
     with torch.no_grad():
         full_caches = allocate_kv_caches(spec, num_blocks, 16)
         full = model(ids, positions, meta, full_caches)
