@@ -3,14 +3,16 @@
 24 trajectories x 6 criteria, built by the embedded judge's own prompt builder (rubrics/judges/prompt_ids.py: the
 grading instructions, then the task and the trajectory as fenced evidence, then the rubric item and the answer cue):
 each prompt is ~710 token ids, of which ~650 (instructions, task, trajectory) are shared by the 6 criteria of a
-trajectory and ~60 (the item) are its own; the instructions and the task line (~230) are shared by all trajectories.
-Each prompt is scored on the judge's answers "Yes" / "No".
+trajectory and ~60 (the item) are its own; the instructions and the task line (~240) are shared by all trajectories.
+Each prompt is scored on the judge's answers "Yes" / "No". (Until 2026-11-29 the workload used a 60-token stand-in
+for the instructions, so ~100 tokens were shared by all trajectories: the engine computes more per judgment there,
+and the same engine measured 4.25x on it against 5.1-5.3x on these prompts.)
 
     python benchmarks/engine_judge.py [--dtype bfloat16] [--quick] [--threads N] [--device cpu|cuda] [--model PATH]
 
 Prints: judgments/s for the engine and for the baseline (one transformers forward per prompt, same model and
-dtype, on a sample of the prompts) in alternating rounds, and their ratio (the median of the rounds' ratios); computed_prompt_tokens / prompt_tokens; peak KV blocks versus a
-contiguous max-length reservation; KV slots allocated but unused at the peak; achieved FLOP/s on computed tokens
+dtype, on a sample of the prompts) in alternating rounds, and their ratio (the median of the rounds' ratios);
+computed_prompt_tokens / prompt_tokens; peak KV blocks versus a contiguous max-length reservation; KV slots allocated but unused at the peak; achieved FLOP/s on computed tokens
 (2 * params * tokens + attention) as a fraction of this machine's GEMM peak, measured here with a big matmul;
 and the time of a second LLM() start-up (weights already converted and cached).
 Targets: ratio >= 5x, computed fraction <= 0.25, unused slots at peak < 4%.
