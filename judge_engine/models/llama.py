@@ -66,21 +66,20 @@ class LlamaAttention(nn.Module):
                 keep: KeptRows | None = None) -> torch.Tensor:
         """Stores every token's keys and values; returns the output of the rows ``keep.rows`` (default: all).
 
-        Only the kept rows' queries are computed and attended: the other rows feed nothing but their keys and
-        values."""
+        Only the kept rows' queries are attended: the other rows feed nothing but their keys and values."""
         num_tokens = x.shape[0]
-        if keep is None:
-            q, k, v = self.qkv(x)
-        else:
-            q, k, v = self.qkv.forward_split(x, keep.rows)
-            cos, q_cos, sin, q_sin = cos, cos.index_select(0, keep.rows), sin, sin.index_select(0, keep.rows)
+        q, k, v = self.qkv(x)
+        q_cos, q_sin = cos, sin
+        if keep is not None:
+            q = q.index_select(0, keep.rows)
+            q_cos, q_sin = cos.index_select(0, keep.rows), sin.index_select(0, keep.rows)
         q = q.view(q.shape[0], self.num_heads, self.head_dim)
         k = k.view(num_tokens, self.num_kv_heads, self.head_dim)
         v = v.view(num_tokens, self.num_kv_heads, self.head_dim)
         if self.q_norm is not None:
             q = rms_norm(q, self.q_norm, self.eps)
             k = rms_norm(k, self.k_norm, self.eps)
-        q = apply_rotary(q, cos, sin) if keep is None else apply_rotary(q, q_cos, q_sin)
+        q = apply_rotary(q, q_cos, q_sin)
         k = apply_rotary(k, cos, sin)
         k_cache, v_cache = kv_cache
         backend.store_kv(k, v, k_cache, v_cache, meta.slot_mapping)
@@ -152,7 +151,7 @@ class LlamaForCausalLM(nn.Module):
         """Final hidden states of the rows ``output_rows`` of the flat batch (default: all), in that order.
 
         Every layer stores every token's keys and values, but in the last layer the rows nobody reads feed
-        nothing else: its queries, attention, output projection and MLP run on ``output_rows`` only.
+        nothing else: its attention, output projection and MLP run on ``output_rows`` only.
         """
         x = F.embedding(input_ids, self.embed_tokens)
         cos, sin = rotary_cos_sin(positions, self.inv_freq, x.dtype)

@@ -63,17 +63,6 @@ class MergedLinear(nn.Module):
             return list(F.linear(x, self.fused_weight, self.fused_bias).split(self.out_sizes, dim=-1))
         return [F.linear(x, w, b) for w, b in zip(self.part_weights, self.part_biases)]
 
-    def forward_split(self, x: torch.Tensor, first_part_rows: torch.Tensor) -> list[torch.Tensor]:
-        """Like forward, but the first part only for the rows ``first_part_rows`` of ``x`` (the queries of a layer
-        whose other rows nobody reads). A fused weight still runs as one matmul over every row: a slice of it
-        would be a matmul of another shape, whose rounding the engine does not rely on."""
-        if self.fused_weight is not None:
-            first, *rest = self.forward(x)
-            return [first.index_select(0, first_part_rows), *rest]
-        (weight, *rest_weights), (bias, *rest_biases) = self.part_weights, self.part_biases
-        first = F.linear(x.index_select(0, first_part_rows), weight, bias)
-        return [first, *(F.linear(x, w, b) for w, b in zip(rest_weights, rest_biases))]
-
     def _concat(self, parts, kind: str, device: torch.device) -> torch.Tensor:
         first = parts[(0, kind)]
         fused = torch.empty((sum(self.out_sizes), *first.shape[1:]), dtype=self.dtype, device=device)
