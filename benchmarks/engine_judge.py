@@ -12,9 +12,10 @@ and the same engine measured 4.25x on it against 5.1-5.3x on these prompts.)
 
 Prints: judgments/s for the engine and for the baseline (one transformers forward per prompt, same model and
 dtype, on a sample of the prompts) in alternating rounds, and their ratio (the median of the rounds' ratios);
-computed_prompt_tokens / prompt_tokens; peak KV blocks versus a contiguous max-length reservation; KV slots allocated but unused at the peak; achieved FLOP/s on computed tokens
-(2 * params * tokens + attention) as a fraction of this machine's GEMM peak, measured here with a big matmul;
-and the time of a second LLM() start-up (weights already converted and cached).
+computed_prompt_tokens / prompt_tokens; peak KV blocks versus a contiguous max-length reservation; KV slots
+allocated but unused at the peak; achieved FLOP/s on computed tokens (2 * params * tokens + attention) as a
+fraction of this machine's GEMM peak, measured here with a big matmul; and the time of a second LLM() start-up
+(weights already converted and cached).
 Targets: ratio >= 5x, computed fraction <= 0.25, unused slots at peak < 4%.
 
 Engine and baseline run in the same process under the same settings: torch threads (default: the cores this
@@ -263,7 +264,8 @@ def main() -> None:
           f"prompt tokens {min(lengths)}-{max(lengths)} (mean {sum(lengths) / len(lengths):.0f}); "
           f">= {shared} shared by a trajectory's criteria (so {min(lengths) - shared}-{max(lengths) - shared} "
           f"unique per criterion), {across} (instructions and task) shared by all trajectories; "
-          f"choices {[llm.tokenizer.decode(ids) for ids in choices]}, dtype {args.dtype}, device {device}, threads {args.threads}, "
+          f"choices {[llm.tokenizer.decode(ids) for ids in choices]}, dtype {args.dtype}, device {device}, "
+          f"threads {args.threads}, "
           f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}")
     print(f"start-up with the weights already converted: second LLM() in this process {startup_s:.2f} s; "
           f"new process {fresh_ready_s:.2f} s from import to ready ({fresh_process_s:.2f} s whole process)")

@@ -1,7 +1,9 @@
 """The judging progress bar of `rubric grade` (rich, on stderr) and the one-line summary after it.
 
 A judge that supports it exposes a `progress` attribute: a callable (done, total, engine stats) that it calls
-while its batch runs. The bar shows judgments per second and the prefix-cache hit rate as they evolve.
+while its batch runs. The bar shows judgments per second and the prefix-cache hit rate as they evolve. A first
+call with nothing done marks the start of judging: the time before it (loading the judge's model, fetching and
+converting it on first use) is reported apart, so judgments per second measure judging alone.
 """
 from __future__ import annotations
 
@@ -17,10 +19,13 @@ def judge_progress(judge, show_bar: bool | None = None):
         yield
         return
     show_bar = sys.stderr.isatty() if show_bar is None else show_bar
-    state = {"done": 0, "stats": {}, "start": time.perf_counter()}
+    opened = time.perf_counter()
+    state = {"done": 0, "stats": {}, "start": None}
     bar, task = _make_bar() if show_bar else (None, None)
 
     def update(done: int, total: int, stats: dict) -> None:
+        if state["start"] is None:
+            state["start"] = time.perf_counter() if done == 0 else opened
         state["done"], state["stats"] = done, stats
         if bar is not None:
             elapsed = max(time.perf_counter() - state["start"], 1e-9)
@@ -37,7 +42,8 @@ def judge_progress(judge, show_bar: bool | None = None):
     finally:
         judge.progress = None
     if state["done"]:
-        print(summary_line(state["done"], time.perf_counter() - state["start"], state["stats"]), file=sys.stderr)
+        seconds = time.perf_counter() - state["start"]
+        print(summary_line(state["done"], seconds, state["stats"], setup_s=state["start"] - opened), file=sys.stderr)
 
 
 def _make_bar():
@@ -50,9 +56,12 @@ def _make_bar():
     return bar, bar.add_task("judging", total=None, rate="-", hit="-")
 
 
-def summary_line(done: int, seconds: float, stats: dict) -> str:
+def summary_line(done: int, seconds: float, stats: dict, setup_s: float = 0.0) -> str:
+    """``setup_s``: the time before judging started (loading the judge's model, building the prompts), shown
+    when it is noticeable."""
     prompt = stats.get("prompt_tokens", 0)
     computed = stats.get("computed_prompt_tokens", 0)
     share = f", computed {computed} of {prompt} prompt tokens" if prompt else ""
-    return (f"judged {done} items in {seconds:.1f}s ({done / max(seconds, 1e-9):.2f} judgments/s), "
+    setup = f" after {setup_s:.1f}s starting the judge" if setup_s >= 0.1 else ""
+    return (f"judged {done} items in {seconds:.1f}s ({done / max(seconds, 1e-9):.2f} judgments/s){setup}, "
             f"prefix cache hit rate {stats.get('prefix_cache_hit_rate', 0.0):.0%}{share}")

@@ -51,7 +51,8 @@ class EmbeddedJudge:
         self._builder: PromptBuilder | None = None
         self.name = f"embedded:{model or EMBEDDED_MODEL_NAME}"
         self.last_cut_tokens = 0  # evidence tokens truncated in the last judge() call
-        # progress(judgments done, judgments in the batch, engine stats), called while a batch runs (CLI bar)
+        # progress(judgments done, judgments in the batch, engine stats), called while a batch runs (CLI bar);
+        # a first call with 0 done says that the model is loaded and judging starts
         self.progress: Any = None
 
     @property
@@ -86,6 +87,8 @@ class EmbeddedJudge:
             reason = f"embedded judge unavailable: {type(exc).__name__}: {exc}"
             return [Verdict(met=None, probability=None, error=reason) for _ in requests]
         self.last_cut_tokens = sum(b.cut_tokens for b in built if isinstance(b, BuiltPrompt))
+        if self.progress is not None:  # the model is ready: judging starts now (the CLI times it from here)
+            self.progress(0, len(requests), self.llm.stats())
         rationales = self._rationales(requests, built)
         return self._verdicts(requests, built, rationales)
 

@@ -35,4 +35,20 @@ def test_judges_without_progress_and_empty_batches_print_nothing(capsys):
 
 
 def test_summary_line_rate():
-    assert summary_line(10, 4.0, {}).startswith("judged 10 items in 4.0s (2.50 judgments/s)")
+    assert summary_line(10, 4.0, {}).startswith("judged 10 items in 4.0s (2.50 judgments/s), prefix")
+    assert summary_line(10, 4.0, {}, setup_s=2.5).startswith(
+        "judged 10 items in 4.0s (2.50 judgments/s) after 2.5s starting the judge, prefix")
+
+
+def test_the_clock_starts_when_the_judge_says_judging_starts(capsys):
+    """Time spent before the judge's first (0 done) call, e.g. loading its model, is not judging time."""
+    import time
+
+    judge = ProgressJudge()
+    with judge_progress(judge, show_bar=False):
+        time.sleep(0.3)  # the model loads
+        judge.progress(0, 4, {})
+        judge.run_batch(4)
+    err = capsys.readouterr().err
+    seconds = float(err.split(" items in ")[1].split("s ")[0])
+    assert seconds < 0.25 and "starting the judge" in err, err
