@@ -91,12 +91,11 @@ def build_prompts(tokenizer, trajectories: int, criteria: int, shared_tokens: in
                 for c in range(count)]
 
     frame = len(builder.build(requests(0, "", 1))[0].prefix)  # the shared part around an empty trajectory
-    prompts, choices = [], []
+    prompts = []
     for t in range(trajectories):
         built = builder.build(requests(t, trajectory_text(t, tokenizer, shared_tokens - frame), criteria))
         prompts += [prompt.ids for prompt in built]
-        choices = built[0].choices
-    return prompts, choices
+    return prompts, builder.answer_ids
 
 
 def default_threads() -> int:
@@ -168,7 +167,8 @@ def baseline_rate(model, device: str, prompts: list[list[int]], choices: list[li
         for prompt in prompts:
             synchronize(device)
             start = time.perf_counter()
-            logprobs = torch.log_softmax(model(torch.tensor([prompt], device=device), **keep).logits[0, -1].float(), -1)
+            logits = model(torch.tensor([prompt], device=device), **keep).logits[0, -1]
+            logprobs = torch.log_softmax(logits.float(), -1)
             scores.append([float(logprobs[ids[0]]) for ids in choices])  # float() waits for the GPU
             synchronize(device)
             times.append(time.perf_counter() - start)

@@ -179,7 +179,7 @@ def test_fused_and_adopted_weights_agree_with_transformers(tmp_path):
 @pytest.mark.parametrize("rows", [[8, 25, 29, 0], [3, 22, 23, 24, 25, 26, 27, 7], [], list(reversed(range(30)))],
                          ids=["some", "runs", "none", "all"])
 def test_output_rows_skip_the_last_layer_for_other_rows_without_changing_them(checkpoint, rows):
-    """With output_rows the last layer's queries, attention, output projection and MLP run on those rows only
+    """With output_rows the last layer's attention, output projection and MLP run on those rows only
     (none at all for a prefill chunk that needs no logits): their hidden states are the full forward's rows bit
     for bit, and every token's keys and values are still stored."""
     model, spec = load_model(checkpoint, torch.float32, "cpu")
