@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import os
 
-# MKL picks its matmul kernel (and so its summation order) from the matrix shapes and the thread count,
-# so a token's activations would change in the last bits with the number of other tokens in the step.
-# Conditional numerical reproducibility in strict mode makes each row's result independent of the others
-# (measured: no slower than MKL's default choice on this model's shapes). MKL reads it once, at its first
+# Conditional numerical reproducibility keeps MKL on one code path whatever the alignment of the buffers, so a
+# run repeats itself bit for bit. Batch invariance does not rest on it (it did not give it on AMD CPUs): every
+# product runs in fixed-shape row tiles (judge_engine/models/row_tiles.py). MKL reads it once, at its first
 # call, so it is set here, before any matmul; a value chosen by the user is kept.
 os.environ.setdefault("MKL_CBWR", "AUTO,STRICT")
 

@@ -1,4 +1,5 @@
-"""LLM: the offline API of SPEC section 4 (generate, score, stats), driving an LLMEngine to completion.
+"""LLM: the offline engine API (generate, score, stats; documented in docs/engine.md), driving an LLMEngine to
+completion.
 
 Like the engine under it, an LLM is driven by one thread at a time.
 """

@@ -1,4 +1,5 @@
-"""Engine-wide counters; LLM.stats() returns them as a dict with the keys SPEC section 4 names."""
+"""Engine-wide counters; LLM.stats() returns them as a dict: the fields below, plus prefix_cache_hit_rate and
+kv_slots_unused_at_peak_fraction."""
 
 from __future__ import annotations
 

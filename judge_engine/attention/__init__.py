@@ -1,6 +1,7 @@
 """Paged attention: metadata, the torch reference path and backend selection.
 
-Bit-exact batch invariance of the torch path relies on MKL_CBWR, set by judge_engine/__init__.py.
+Bit-exact batch invariance of the torch path comes from fixed-shape calls: 32-row query tiles here, row tiles
+for the model's products (judge_engine/models/row_tiles.py).
 """
 
 from judge_engine.attention.backend import AttentionBackend, get_backend

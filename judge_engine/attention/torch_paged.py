@@ -10,9 +10,13 @@ query's computation depends only on its own position ``p`` and the keys, never o
 - the two partial results are merged with their log-sum-exps, elementwise, with the transcendental
   functions padded so every element takes the same SIMD code (judge_engine/models/elementwise.py).
 
-torch's CPU flash-attention kernel computes each query row on its own (with MKL_CBWR set, see
-judge_engine/__init__.py, the matmul rows do not depend on how many rows there are), so queries are
-batched freely as long as each one sees exactly its own keys:
+torch's CPU flash-attention kernel cuts each (batch, head) slice of queries into blocks of 32 rows when a call has
+fewer than 192 queries, and multiplies each block by the keys with one matrix product. Every call here has
+exactly QUERY_TILE = 32 queries per slice (padded), so every block is a full 32-row product of the same shape:
+a query's scores and weighted values are summed in the same order whatever the other rows of its tile are
+(the premise of judge_engine/models/row_tiles.py, checked by tests/judge_engine/test_row_tiles.py). Keys
+are read in blocks of at most 512 whose sizes depend only on the number of keys, which the query's position
+fixes. So queries are batched freely as long as each one sees exactly its own keys:
 
 - the "before" calls are grouped across sequences: the queries of every sequence that reads the same
   cached blocks for ``[0, s)`` (the criteria of one trajectory behind their shared prefix) go into one
@@ -39,6 +43,8 @@ from judge_engine.models.elementwise import apply_blockwise
 # Keys per segment. Query p computes at most SEGMENT - 1 masked keys of its own segment; a smaller
 # segment wastes less but makes more (and smaller) kernel calls. Rounded up to a multiple of the block size.
 SEGMENT = 128
+# Query rows per flash-attention call and (batch, head) slice: below 192 rows torch's kernel works in blocks of 32.
+QUERY_TILE = 32
 # Own-segment pieces are padded to a multiple of this many query positions (small ones to a power of two, so a
 # decode step's one-token pieces stay one row), so that pieces of similar size share one batched call while the
 # padding stays a few rows per piece.
@@ -120,9 +126,10 @@ class _PieceClass:
 
     positions: int            # query positions per piece, padded (_padded_positions)
     segment: int
-    query_rows: torch.Tensor  # int64 [P * Hkv * group * positions]: head rows in call order (padding repeats one)
+    query_rows: torch.Tensor  # int64 [P * Hkv * R]: head rows in call order, R = group * positions in whole query
+                              # tiles (padding repeats one)
     blocks: torch.Tensor      # int64 [P * segment / block_size]: the cache blocks of each piece's segment
-    mask: torch.Tensor        # [P, 1, group * positions, segment]: additive causal mask
+    mask: torch.Tensor        # [P, 1, R, segment]: additive causal mask
     real: torch.Tensor | None  # int64: which call rows are real (None when all are)
     out_rows: torch.Tensor    # int64: the head rows that the real call rows go to
 
@@ -134,7 +141,9 @@ class _BeforeGroup:
     keys: int
     blocks: torch.Tensor      # int64 [keys / block_size]
     first_block: int | None   # when the blocks are consecutive in the cache: read in place, without a copy
-    query_rows: torch.Tensor  # int64 [Hkv * group * R]: head rows in call order
+    query_rows: torch.Tensor  # int64 [Hkv * R]: head rows in call order, R = group * tokens in whole query tiles
+    real_rows: int            # the first real_rows of each KV head's R rows are real (the rest repeat one)
+    out_rows: torch.Tensor    # int64 [Hkv * real_rows]: the head rows of the real call rows
 
 
 @dataclass
@@ -198,12 +207,19 @@ def _padded_positions(count: int) -> int:
     return 1 << (count - 1).bit_length()
 
 
+def _tiled(rows: int) -> int:
+    return -(-rows // QUERY_TILE) * QUERY_TILE
+
+
 def _before_group(keys: int, prefix: np.ndarray, ranges: list[range], heads: _Heads) -> _BeforeGroup:
     tokens = torch.tensor([t for r in ranges for t in r], dtype=torch.int64)
     first = int(prefix[0])
     consecutive = bool((prefix == np.arange(first, first + prefix.shape[0])).all())
+    call_rows = heads.call_rows(tokens).reshape(heads.num_kv_heads, -1)
+    real_rows = call_rows.shape[1]
+    padding = call_rows[:, :1].expand(-1, _tiled(real_rows) - real_rows)
     return _BeforeGroup(keys, torch.from_numpy(prefix.copy()), first if consecutive else None,
-                        heads.call_rows(tokens).reshape(-1))
+                        torch.cat([call_rows, padding], dim=1).reshape(-1), real_rows, call_rows.reshape(-1))
 
 
 def _piece_class(positions: int, items, segment: int, heads: _Heads, dtype: torch.dtype) -> _PieceClass:
@@ -218,10 +234,14 @@ def _piece_class(positions: int, items, segment: int, heads: _Heads, dtype: torc
     blocked = (key_pos[:, None, :] > query_pos[:, :, None]) & real[:, :, None]  # padding rows: nothing blocked
     mask = torch.zeros(blocked.shape, dtype=dtype).masked_fill_(blocked, float("-inf"))
     group = heads.group
-    mask = mask[:, None].expand(num_pieces, group, positions, segment).reshape(num_pieces, 1, group * positions,
-                                                                               segment)
-    call_rows = heads.call_rows(tokens).reshape(-1)  # [P, Hkv, group, positions], flattened
-    real_rows = real[:, None, None, :].expand(num_pieces, heads.num_kv_heads, group, positions).reshape(-1)
+    slice_rows = group * positions
+    extra = _tiled(slice_rows) - slice_rows  # padding rows: the slice's first query again, with nothing masked
+    mask = mask[:, None].expand(num_pieces, group, positions, segment).reshape(num_pieces, 1, slice_rows, segment)
+    mask = F.pad(mask, (0, 0, 0, extra))
+    call_rows = heads.call_rows(tokens).reshape(num_pieces, heads.num_kv_heads, slice_rows)
+    call_rows = torch.cat([call_rows, call_rows[..., :1].expand(-1, -1, extra)], dim=-1).reshape(-1)
+    real_rows = real[:, None, None, :].expand(num_pieces, heads.num_kv_heads, group, positions)
+    real_rows = F.pad(real_rows.reshape(num_pieces, heads.num_kv_heads, slice_rows), (0, extra)).reshape(-1)
     all_real = bool(real_rows.all())
     return _PieceClass(
         positions=positions,
@@ -242,8 +262,14 @@ def _attend_own_segments(rows, k_cache, v_cache, pieces: _PieceClass, heads: _He
     queries = rows.index_select(0, pieces.query_rows).view(num_pieces, kv_heads, -1, head_dim)
     keys = _gather_blocks(k_cache, pieces.blocks, "own_k").view(num_pieces, pieces.segment, kv_heads, head_dim)
     values = _gather_blocks(v_cache, pieces.blocks, "own_v").view(num_pieces, pieces.segment, kv_heads, head_dim)
-    result, result_lse = _flash(queries, keys.permute(0, 2, 1, 3), values.permute(0, 2, 1, 3), scale, pieces.mask)
-    result, result_lse = result.view(-1, head_dim), result_lse.reshape(-1)
+    keys, values = keys.permute(0, 2, 1, 3), values.permute(0, 2, 1, 3)
+    result = torch.empty_like(queries)
+    result_lse = torch.empty(queries.shape[:-1], dtype=torch.float32)
+    for start in range(0, queries.shape[2], QUERY_TILE):  # one call per query tile: every call has QUERY_TILE rows
+        tile = slice(start, start + QUERY_TILE)
+        result[:, :, tile], result_lse[:, :, tile] = _flash(queries[:, :, tile], keys, values, scale,
+                                                            pieces.mask[:, :, tile])
+    result, result_lse = result.view(-1, head_dim), result_lse.view(-1)
     if pieces.real is not None:
         result, result_lse = result.index_select(0, pieces.real), result_lse.index_select(0, pieces.real)
     out.index_copy_(0, pieces.out_rows, result)
@@ -255,19 +281,23 @@ def _attend_before(rows, k_cache, v_cache, before: _BeforeGroup, heads: _Heads, 
     """Unmasked attention of the group's queries over keys ``[0, before.keys)``, merged into what ``out`` and
     ``lse`` hold for them (their own segment)."""
     kv_heads, head_dim = heads.num_kv_heads, heads.head_dim
-    queries = rows.index_select(0, before.query_rows).view(1, kv_heads, -1, head_dim)
+    # the query tiles of every KV head become the call's batch, all reading the same keys (a stride-0 view)
+    queries = rows.index_select(0, before.query_rows).view(kv_heads, -1, QUERY_TILE, head_dim).transpose(0, 1)
+    num_tiles = queries.shape[0]
     if before.first_block is not None:
         blocks = slice(before.first_block, before.first_block + before.blocks.shape[0])
         keys, values = k_cache[blocks], v_cache[blocks]
     else:
         keys = _gather_blocks(k_cache, before.blocks, "k")
         values = _gather_blocks(v_cache, before.blocks, "v")
-    keys = keys.view(1, before.keys, kv_heads, head_dim).permute(0, 2, 1, 3)
-    values = values.view(1, before.keys, kv_heads, head_dim).permute(0, 2, 1, 3)
+    keys = keys.view(1, before.keys, kv_heads, head_dim).permute(0, 2, 1, 3).expand(num_tiles, -1, -1, -1)
+    values = values.view(1, before.keys, kv_heads, head_dim).permute(0, 2, 1, 3).expand(num_tiles, -1, -1, -1)
     result, result_lse = _flash(queries, keys, values, scale, None)
-    merged = _merge(result.view(-1, head_dim), result_lse.reshape(-1),
-                    out.index_select(0, before.query_rows), lse.index_select(0, before.query_rows))
-    out.index_copy_(0, before.query_rows, merged)
+    # back to call order [Hkv, R], then the real rows of each KV head
+    result = result.transpose(0, 1).reshape(kv_heads, -1, head_dim)[:, :before.real_rows].reshape(-1, head_dim)
+    result_lse = result_lse.transpose(0, 1).reshape(kv_heads, -1)[:, :before.real_rows].reshape(-1)
+    merged = _merge(result, result_lse, out.index_select(0, before.out_rows), lse.index_select(0, before.out_rows))
+    out.index_copy_(0, before.out_rows, merged)
 
 
 def _gather_blocks(cache: torch.Tensor, blocks: torch.Tensor, slot: str) -> torch.Tensor:

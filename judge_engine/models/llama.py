@@ -7,7 +7,7 @@ because the checkpoint always overwrites them, which keeps start-up fast.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Iterable
 
 import torch
@@ -17,6 +17,7 @@ from torch import nn
 from judge_engine.attention.backend import AttentionBackend, get_backend
 from judge_engine.attention.metadata import AttentionMetadata
 from judge_engine.models.config import LlamaFamilyConfig
+from judge_engine.models import row_tiles
 from judge_engine.models.elementwise import silu_and_mul_
 from judge_engine.models.merged_linear import MergedLinear
 from judge_engine.models.rope import apply_rotary, inverse_frequencies, rotary_cos_sin
@@ -85,7 +86,7 @@ class LlamaAttention(nn.Module):
         k_cache, v_cache = kv_cache
         backend.store_kv(k, v, k_cache, v_cache, meta.slot_mapping)
         out = backend.paged_attention(q, k_cache, v_cache, meta if keep is None else keep.meta, self.scale)
-        return F.linear(out.reshape(q.shape[0], self.num_heads * self.head_dim), self.o_weight, self.o_bias)
+        return row_tiles.linear(out.reshape(q.shape[0], self.num_heads * self.head_dim), self.o_weight, self.o_bias)
 
 
 class LlamaMLP(nn.Module):
@@ -98,7 +99,7 @@ class LlamaMLP(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         gate, up = self.gate_up(x)
-        return F.linear(silu_and_mul_(gate, up), self.down_weight, self.down_bias)
+        return row_tiles.linear(silu_and_mul_(gate, up), self.down_weight, self.down_bias)
 
 
 class LlamaDecoderLayer(nn.Module):
@@ -154,21 +155,25 @@ class LlamaForCausalLM(nn.Module):
         Every layer stores every token's keys and values, but in the last layer the rows nobody reads feed
         nothing else: its attention, output projection and MLP run on ``output_rows`` only.
         """
+        count = input_ids.shape[0]
+        keep = None
+        if output_rows is not None and output_rows.numel() < count:  # else every row is read (decode)
+            keep = KeptRows(output_rows, meta.for_rows(output_rows, positions))
+        input_ids, positions, meta = _pad_to_row_tiles(input_ids, positions, meta)
         x = F.embedding(input_ids, self.embed_tokens)
         cos, sin = rotary_cos_sin(positions, self.inv_freq, x.dtype)
-        keep = None
-        if output_rows is not None and output_rows.numel() < input_ids.numel():  # else every row is read (decode)
-            keep = KeptRows(output_rows, meta.for_rows(output_rows, positions))
         last = len(self.layers) - 1
         for index, (layer, kv_cache) in enumerate(zip(self.layers, kv_caches, strict=True)):
             x = layer(x, cos, sin, meta, kv_cache, self.attention_backend, keep if index == last else None)
         if output_rows is not None and keep is None:
             x = x.index_select(0, output_rows)
+        elif output_rows is None:
+            x = x[:count]
         return rms_norm(x, self.norm, self.config.rms_norm_eps)
 
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         weight = self.embed_tokens if self.lm_head is None else self.lm_head
-        return F.linear(hidden, weight).float()
+        return row_tiles.linear(hidden, weight).float()
 
     def load_weights(self, tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
         """Fill the parameters from HF-named checkpoint tensors; raises if any stays unset.
@@ -224,6 +229,18 @@ class LlamaForCausalLM(nn.Module):
             if mlp.down_bias is not None:
                 targets[prefix + "mlp.down_proj.bias"] = (mlp, "down_bias", None)
         return targets
+
+
+def _pad_to_row_tiles(input_ids: torch.Tensor, positions: torch.Tensor,
+                      meta: AttentionMetadata) -> tuple[torch.Tensor, torch.Tensor, AttentionMetadata]:
+    """On the CPU, the flat batch padded to whole row tiles (judge_engine/models/row_tiles.py) once, so that the
+    products of every layer need no copy to pad their input. Padding rows store no keys (slot -1), attend to
+    nothing and are never read."""
+    extra = row_tiles.tiled_rows(input_ids.shape[0]) - input_ids.shape[0]
+    if not row_tiles.uses_row_tiles(input_ids) or extra == 0:
+        return input_ids, positions, meta
+    slot_mapping = F.pad(meta.slot_mapping, (0, extra), value=-1)
+    return F.pad(input_ids, (0, extra)), F.pad(positions, (0, extra)), replace(meta, slot_mapping=slot_mapping)
 
 
 def _load_parameter(owner: nn.Module, attribute: str, tensor: torch.Tensor, name: str) -> None:

@@ -11,8 +11,9 @@ matmul reads the input once instead of three times).
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import nn
+
+from judge_engine.models import row_tiles
 
 
 class MergedLinear(nn.Module):
@@ -60,8 +61,8 @@ class MergedLinear(nn.Module):
 
     def forward(self, x: torch.Tensor) -> list[torch.Tensor]:
         if self.fused_weight is not None:
-            return list(F.linear(x, self.fused_weight, self.fused_bias).split(self.out_sizes, dim=-1))
-        return [F.linear(x, w, b) for w, b in zip(self.part_weights, self.part_biases)]
+            return list(row_tiles.linear(x, self.fused_weight, self.fused_bias).split(self.out_sizes, dim=-1))
+        return [row_tiles.linear(x, w, b) for w, b in zip(self.part_weights, self.part_biases)]
 
     def _concat(self, parts, kind: str, device: torch.device) -> torch.Tensor:
         first = parts[(0, kind)]

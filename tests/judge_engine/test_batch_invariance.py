@@ -1,4 +1,7 @@
-"""A prompt's score does not depend on its company: alone, in a batch of 100, with or without a prefix hit."""
+"""A prompt's score does not depend on its company: alone, in a batch of 100, with or without a prefix hit.
+
+Bit for bit on the CPU (every product runs in fixed-shape row tiles, whatever the CPU); the engine's contract
+elsewhere (the GPU path) is 1e-5."""
 
 from __future__ import annotations
 
@@ -6,7 +9,7 @@ import pytest
 
 from engine_fixtures import random_prompt, tiny_llama, tiny_llm  # noqa: F401
 
-TOL = 1e-5
+TOL = 0.0  # the CPU path is batch-invariant by construction
 CHOICES = [" yes", " no"]
 
 
@@ -28,8 +31,8 @@ def check_invariance(make_llm, target, others) -> None:
     with_hit = cached_llm.score([target], CHOICES)[0]
     assert cached_llm.stats()["cached_prompt_tokens"] > hits_before  # the second call really hit the cache
 
-    assert max_difference(alone, in_batch) < TOL
-    assert max_difference(alone, with_hit) < TOL
+    assert max_difference(alone, in_batch) <= TOL
+    assert max_difference(alone, with_hit) <= TOL
 
 
 def test_tiny_model_scores_are_batch_invariant(tiny_llama):
@@ -46,3 +49,18 @@ def test_embedded_model_scores_are_batch_invariant():
     target = f"{system}Criterion: the email was sent to the CFO only. Met?"
     others = [f"{system}Criterion number {i}: the answer cites source {i}. Met?" for i in range(99)]
     check_invariance(lambda **kw: LLM(**kw), target, others)
+
+
+@pytest.mark.slow
+def test_embedded_model_scores_alone_equal_scores_in_a_batch_of_40():
+    """Ten judging prompts scored one at a time and among 40 (with 30 others of other lengths): the same bits."""
+    from judge_engine import LLM
+
+    llm = LLM(enable_prefix_caching=False)
+    system = "You grade an agent's work. Read the evidence, then answer Yes or No. "
+    prompts = [f"{system}{'The agent wrote a report. ' * (i % 7)}Criterion {i}: the total is {i * 37} USD. Met?"
+               for i in range(40)]
+    targets = prompts[::4]
+    alone = [llm.score([prompt], CHOICES)[0] for prompt in targets]
+    together = llm.score(prompts, CHOICES)[::4]
+    assert len(targets) == 10 and together == alone

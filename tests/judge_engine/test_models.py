@@ -55,15 +55,15 @@ def test_ragged_batch_with_prefix_and_decode_matches_transformers(checkpoint):
 
 
 def test_output_of_a_prompt_does_not_depend_on_the_batch(checkpoint):
-    """Alone, in a batch, whole or behind a cached prefix: the same logits (bit for bit with MKL)."""
-    tolerance = 0.0 if torch.backends.mkl.is_available() else 1e-5
+    """Alone, in a batch, whole or behind a cached prefix: the same logits, bit for bit (the CPU path runs every
+    product in fixed-shape row tiles, so this holds on any x86-64 CPU)."""
     model, spec = load_model(checkpoint, torch.float32, "cpu")
     prompts = _prompts([12, 30, 5], seed=2)
     together = run_chunks(model, spec, prompts, [[10, 1, 1], [28, 1, 1], [3, 1, 1]], block_size=32)
     alone = run_chunks(model, spec, prompts[1:2], [[28, 1, 1]], block_size=32)
     whole = run_chunks(model, spec, prompts[1:2], [[30]], block_size=32)
-    torch.testing.assert_close(together[1], alone[0], atol=tolerance, rtol=0)
-    torch.testing.assert_close(together[1], whole[0], atol=tolerance, rtol=0)
+    assert torch.equal(together[1], alone[0])
+    assert torch.equal(together[1], whole[0])
 
 
 def test_spec_describes_the_checkpoint(checkpoint):

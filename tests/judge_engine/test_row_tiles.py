@@ -1,0 +1,67 @@
+"""The premise of the CPU path's batch invariance, checked on the machine that runs the tests.
+
+Every matrix product runs in calls of one fixed shape (judge_engine/models/row_tiles.py; 32-row query tiles
+in judge_engine/attention/torch_paged.py), so a row's result may depend only on the row itself: not on the
+other rows of its call, not on its place in the call, not on how many tiles the batch has.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from judge_engine.attention import torch_paged
+from judge_engine.models import row_tiles
+
+torch.set_num_threads(min(2, torch.get_num_threads()))
+
+
+@pytest.mark.parametrize("in_features, out_features, bias", [(64, 192, False), (576, 960, True), (1536, 576, False)])
+def test_a_row_of_a_tiled_product_does_not_depend_on_the_other_rows(in_features, out_features, bias):
+    generator = torch.Generator().manual_seed(in_features)
+    weight = torch.randn(out_features, in_features, generator=generator)
+    bias_vector = torch.randn(out_features, generator=generator) if bias else None
+    target = torch.randn(1, in_features, generator=generator)
+    alone = row_tiles.linear(target, weight, bias_vector)
+    for count in (2, 7, row_tiles.ROW_TILE - 1, row_tiles.ROW_TILE, row_tiles.ROW_TILE + 1, 3 * row_tiles.ROW_TILE + 5):
+        for place in {0, count // 2, count - 1}:
+            batch = torch.randn(count, in_features, generator=generator)
+            batch[place] = target[0]
+            together = row_tiles.linear(batch, weight, bias_vector)
+            assert together.shape == (count, out_features)
+            assert torch.equal(together[place], alone[0]), (count, place)
+
+
+def test_tiled_product_is_the_product():
+    generator = torch.Generator().manual_seed(0)
+    x, weight, bias = (torch.randn(*shape, generator=generator) for shape in ((100, 48), (80, 48), (80,)))
+    torch.testing.assert_close(row_tiles.linear(x, weight, bias), F.linear(x, weight, bias), atol=1e-5, rtol=1e-5)
+    strided = torch.randn(48, 100, generator=generator).t()  # a non-contiguous input is copied, not misread
+    torch.testing.assert_close(row_tiles.linear(strided, weight), F.linear(strided, weight), atol=1e-5, rtol=1e-5)
+
+
+def test_a_query_row_of_a_flash_attention_tile_does_not_depend_on_the_other_rows():
+    """One call per 32-row query tile: a query's output and log-sum-exp are the same bits wherever it sits in the
+    tile and whatever the other queries are, with or without a mask, over any number of keys."""
+    generator = torch.Generator().manual_seed(1)
+    tile, heads, head_dim = torch_paged.QUERY_TILE, 3, 64
+    for keys_count, masked in ((128, True), (640, False)):
+        keys = torch.randn(1, heads, keys_count, head_dim, generator=generator)
+        values = torch.randn(1, heads, keys_count, head_dim, generator=generator)
+        target = torch.randn(heads, head_dim, generator=generator)
+        mask_row = torch.zeros(keys_count).masked_fill_(torch.rand(keys_count, generator=generator) < 0.3, float("-inf"))
+        results = []
+        for place in (0, 17, tile - 1):
+            queries = torch.randn(1, heads, tile, head_dim, generator=generator)
+            queries[0, :, place] = target
+            mask = None
+            if masked:
+                mask = torch.zeros(1, 1, tile, keys_count).masked_fill_(torch.rand(1, 1, tile, keys_count,
+                                                                                   generator=generator) < 0.5,
+                                                                        float("-inf"))
+                mask[0, 0, place] = mask_row
+            out, lse = torch_paged._flash(queries, keys, values, 0.125, mask)
+            results.append((out[0, :, place], lse[0, :, place]))
+        for out, lse in results[1:]:
+            assert torch.equal(out, results[0][0]) and torch.equal(lse, results[0][1])
