@@ -6,6 +6,7 @@ step loop in one dedicated thread and hands requests and aborts to it through a 
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass
 
@@ -17,10 +18,12 @@ from judge_engine.detokenizer import IncrementalDetokenizer
 from judge_engine.kv_cache import allocate_kv_cache, cpu_num_blocks, cuda_num_blocks
 from judge_engine.model_runner import ModelRunner
 from judge_engine.outputs import RequestMetrics, RequestOutput
-from judge_engine.sampler import SamplingParams, make_generator, sample, top_logprobs
+from judge_engine.sampler import SamplingError, SamplingParams, make_generator, sample, top_logprobs
 from judge_engine.scheduler import Scheduler, ScheduledSequence, SchedulerOutput
 from judge_engine.sequence import Sequence, SequenceStatus
 from judge_engine.stats import EngineStats
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(eq=False)
@@ -31,6 +34,7 @@ class _Request:
     detokenizer: IncrementalDetokenizer | None  # per-step text, only when stop strings or streaming need it
     reported_tokens: int = 0
     reported_text: int = 0
+    rejected: bool = False   # refused before it ran: its prompt cannot run as given (the caller's mistake)
 
 
 class LLMEngine:
@@ -113,7 +117,7 @@ class LLMEngine:
             seq.status, seq.finish_reason, seq.error = SequenceStatus.FINISHED, "error", error
             seq.finished_time = time.perf_counter()
             self.stats_counters.failed_requests += 1
-            self._ready.append(self._output(_Request(seq, text_prompt, stream, None)))
+            self._ready.append(self._output(_Request(seq, text_prompt, stream, None, rejected=True)))
             return
         needs_text = stream or bool(params.stop_strings)
         detok = IncrementalDetokenizer.for_prompt(self.tokenizer, seq.token_ids) if needs_text else None
@@ -172,21 +176,54 @@ class LLMEngine:
             logits, row_positions = self.runner.execute(out.scheduled)
         except Exception as error:  # noqa: BLE001 - the batch fails, the engine stays usable
             return outputs + self._fail_batch(out, error)
-        self.scheduler.step_done(out)
-        self.stats_counters.steps += 1
-        self.stats_counters.batched_tokens += out.num_batched_tokens
-        self.stats_counters.logits_rows += logits.shape[0]
-        self._apply_logits(out, logits, row_positions)
+        try:
+            self.scheduler.step_done(out)
+            self.stats_counters.steps += 1
+            self.stats_counters.batched_tokens += out.num_batched_tokens
+            self.stats_counters.logits_rows += logits.shape[0]
+            self._apply_logits(out, logits, row_positions)
+        except Exception as error:  # noqa: BLE001 - an engine bug after the model ran: this step's requests only
+            log.exception("processing the step's logits failed")
+            self._fail_unfinished(out, f"engine step failed: {type(error).__name__}: {error}")
+        return outputs + self._step_outputs(out)
+
+    def _step_outputs(self, out: SchedulerOutput) -> list[RequestOutput]:
+        outputs = []
         for item in out.scheduled:
             request = self._requests.get(item.seq.request_id)
             if request is None:
                 continue
+            if request.seq.is_finished or (request.stream
+                                           and request.seq.num_output_tokens > request.reported_tokens):
+                outputs.append(self._guarded_output(request))
             if request.seq.is_finished:
                 del self._requests[item.seq.request_id]
-                outputs.append(self._output(request))
-            elif request.stream and request.seq.num_output_tokens > request.reported_tokens:
-                outputs.append(self._output(request))
         return outputs
+
+    def _guarded_output(self, request: _Request) -> RequestOutput:
+        try:
+            return self._output(request)
+        except Exception as error:  # noqa: BLE001 - a text that cannot be decoded fails its own request only
+            message = f"decoding the output failed: {type(error).__name__}: {error}"
+            if request.seq.is_finished:   # its blocks are already free; only the outcome changes
+                request.seq.finish_reason, request.seq.error = "error", message
+                self.stats_counters.failed_requests += 1
+            else:
+                self._fail_request(request.seq, message)
+            return self._output(request, text="")
+
+    def _fail_request(self, seq: Sequence, message: str) -> None:
+        """End one request with an error and free its blocks; the rest of the batch goes on."""
+        if seq.is_finished:
+            return
+        seq.error = message
+        self._finish(seq, "error")
+        self.stats_counters.failed_requests += 1
+
+    def _fail_unfinished(self, out: SchedulerOutput, message: str) -> None:
+        for item in out.scheduled:
+            if item.seq.request_id in self._requests:
+                self._fail_request(item.seq, message)
 
     def _fail_batch(self, out: SchedulerOutput, error: Exception) -> list[RequestOutput]:
         """The model raised (out of memory, a kernel error): every request of the step ends with the error
@@ -207,23 +244,33 @@ class LLMEngine:
         for item, positions in zip(out.scheduled, row_positions):
             seq = item.seq
             rows = logits[row:row + len(positions)]
-            if seq.params.return_logits:
-                for position, logits_row in zip(positions, rows):
-                    seq.logits_rows[position] = logits_row.clone()  # a recompute overwrites, never duplicates
-            prompt_positions = [p for p in positions if p < seq.num_prompt_tokens - 1]
-            if prompt_positions:
-                self._record_prompt_logprobs(seq, prompt_positions, rows[:len(prompt_positions)])
-            if item.end == seq.num_tokens and seq.next_token_candidates:
-                last = torch.log_softmax(rows[-1], dim=-1)
-                seq.next_token_logprobs = {t: float(last[t]) for t in seq.next_token_candidates}
+            row += len(positions)
+            try:
+                self._record_rows(item, positions, rows)
+            except Exception as error:  # noqa: BLE001 - one request's bookkeeping must not fail the others
+                self._fail_request(seq, f"reading the logits failed: {type(error).__name__}: {error}")
+                continue
             if item.end == seq.num_tokens and seq.wants_next_token:
-                sample_rows.append(row + len(positions) - 1)
+                sample_rows.append(row - 1)
                 sample_seqs.append(seq)
             elif item.end == seq.num_tokens:
                 self._finish(seq, "length")  # the prompt was all it asked for (max_tokens=0)
-            row += len(positions)
         if sample_seqs:
             self._sample_and_append(logits[sample_rows], sample_seqs)
+
+    def _record_rows(self, item: ScheduledSequence, positions: list[int], rows: torch.Tensor) -> None:
+        """What a request keeps from its logits rows besides the next token: raw rows, prompt and candidate
+        log-probabilities."""
+        seq = item.seq
+        if seq.params.return_logits:
+            for position, logits_row in zip(positions, rows):
+                seq.logits_rows[position] = logits_row.clone()  # a recompute overwrites, never duplicates
+        prompt_positions = [p for p in positions if p < seq.num_prompt_tokens - 1]
+        if prompt_positions:
+            self._record_prompt_logprobs(seq, prompt_positions, rows[:len(prompt_positions)])
+        if item.end == seq.num_tokens and seq.next_token_candidates:
+            last = torch.log_softmax(rows[-1], dim=-1)
+            seq.next_token_logprobs = {t: float(last[t]) for t in seq.next_token_candidates}
 
     def _record_prompt_logprobs(self, seq: Sequence, positions: list[int], rows: torch.Tensor) -> None:
         logprobs = torch.log_softmax(rows, dim=-1)
@@ -236,19 +283,31 @@ class LLMEngine:
                 seq.prompt_top_logprobs[p + 1] = top_logprobs(logprobs[i], seq.token_ids[p + 1], top_n)
 
     def _sample_and_append(self, logits: torch.Tensor, seqs: list[Sequence]) -> None:
+        """Sample every row, then give each request its token; a request whose row could not be sampled, or whose
+        token could not be processed, fails alone."""
         tokens = sample(logits, [s.params for s in seqs], [s.generator for s in seqs])
         now = time.perf_counter()
-        want_logprobs = [i for i, s in enumerate(seqs) if s.params.logprobs is not None]
-        if want_logprobs:
-            logprobs = torch.log_softmax(logits[want_logprobs], dim=-1)
-            for row, i in enumerate(want_logprobs):
-                seqs[i].output_logprobs.append(top_logprobs(logprobs[row], tokens[i], seqs[i].params.logprobs))
-        for seq, token in zip(seqs, tokens):
-            seq.token_ids.append(token)
-            if seq.first_token_time is None:
-                seq.first_token_time = now
-            self.stats_counters.generated_tokens += 1
-            self._check_stop(seq, token)
+        want_logprobs = [i for i, s in enumerate(seqs)
+                         if s.params.logprobs is not None and not isinstance(tokens[i], SamplingError)]
+        logprobs = torch.log_softmax(logits[want_logprobs], dim=-1) if want_logprobs else None
+        logprobs_row = {i: row for row, i in enumerate(want_logprobs)}
+        for i, (seq, token) in enumerate(zip(seqs, tokens)):
+            if isinstance(token, SamplingError):
+                self._fail_request(seq, str(token))
+                continue
+            try:
+                if i in logprobs_row:
+                    seq.output_logprobs.append(top_logprobs(logprobs[logprobs_row[i]], token, seq.params.logprobs))
+                self._append_token(seq, token, now)
+            except Exception as error:  # noqa: BLE001 - e.g. a detokenizer error: this request only
+                self._fail_request(seq, f"processing token {token} failed: {type(error).__name__}: {error}")
+
+    def _append_token(self, seq: Sequence, token: int, now: float) -> None:
+        seq.token_ids.append(token)
+        if seq.first_token_time is None:
+            seq.first_token_time = now
+        self.stats_counters.generated_tokens += 1
+        self._check_stop(seq, token)
 
     def _check_stop(self, seq: Sequence, token: int) -> None:
         params = seq.params
@@ -285,9 +344,9 @@ class LLMEngine:
         self.stats_counters.finished_requests += 1
 
     # -- outputs --------------------------------------------------------------------------------------
-    def _output(self, request: _Request) -> RequestOutput:
+    def _output(self, request: _Request, text: str | None = None) -> RequestOutput:
         seq = request.seq
-        text = self._text(request)
+        text = self._text(request) if text is None else text
         new_tokens = seq.output_token_ids[request.reported_tokens:]
         new_text = text[request.reported_text:]
         request.reported_tokens = seq.num_output_tokens
@@ -308,6 +367,7 @@ class LLMEngine:
                     if seq.logits_rows else None),
             logits_positions=sorted(seq.logits_rows) if seq.params.return_logits else None,
             error=seq.error,
+            rejected=request.rejected,
             next_token_logprobs=dict(seq.next_token_logprobs) if seq.next_token_candidates else None,
             metrics=RequestMetrics(seq.arrival_time, seq.first_token_time, seq.finished_time,
                                    seq.num_output_tokens, seq.num_cached_tokens, seq.num_preemptions),

@@ -46,6 +46,9 @@ class RequestOutput:
     logits: torch.Tensor | None = None  # SamplingParams.return_logits: float32 rows, one per logits_positions
     logits_positions: list[int] | None = None  # position p's row predicts token p + 1
     error: str | None = None
+    # with finish_reason "error": True when the request was refused before it ran (its prompt cannot run as given:
+    # the caller's mistake), False when it failed while running (the engine's)
+    rejected: bool = False
     next_token_logprobs: dict[int, float] | None = None  # add_request(next_token_candidates=...) only
     metrics: RequestMetrics | None = None
 

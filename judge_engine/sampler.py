@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import torch
@@ -9,6 +10,18 @@ import torch
 
 class SamplingParamsError(ValueError):
     """A sampling parameter has an invalid value; the message names it."""
+
+
+class SamplingError(RuntimeError):
+    """One row could not be sampled (its probabilities are not a distribution); returned in place of that row's
+    token, so one request's failure never costs the other requests of the batch their tokens."""
+
+
+# Below this, temperature sampling is greedy decoding in all but name (softmax(l / T) tends to the argmax), and
+# dividing float32 logits by it can overflow to inf and make the softmax NaN. vLLM's greedy threshold.
+GREEDY_TEMPERATURE = 1e-5
+# torch.Generator.manual_seed takes a 64-bit value; the OpenAI-compatible range is that of a signed int64.
+SEED_MIN, SEED_MAX = -(2 ** 63), 2 ** 63 - 1
 
 
 @dataclass
@@ -28,8 +41,9 @@ class SamplingParams:
     stop_strings: tuple[str, ...] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.temperature, (int, float)) or self.temperature < 0:
-            raise SamplingParamsError(f"temperature: expected a number >= 0, got {self.temperature!r}")
+        if (isinstance(self.temperature, bool) or not isinstance(self.temperature, (int, float))
+                or not math.isfinite(self.temperature) or self.temperature < 0):
+            raise SamplingParamsError(f"temperature: expected a finite number >= 0, got {self.temperature!r}")
         if not isinstance(self.top_p, (int, float)) or not 0.0 < self.top_p <= 1.0:
             raise SamplingParamsError(f"top_p: expected a number in (0, 1], got {self.top_p!r}")
         if not isinstance(self.top_k, int) or self.top_k < -1:
@@ -40,8 +54,9 @@ class SamplingParams:
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
                 raise SamplingParamsError(f"{name}: expected None or an integer >= 0, got {value!r}")
-        if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, int)):
-            raise SamplingParamsError(f"seed: expected None or an integer, got {self.seed!r}")
+        if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, int)
+                                      or not SEED_MIN <= self.seed <= SEED_MAX):
+            raise SamplingParamsError(f"seed: expected None or an integer in [-2**63, 2**63 - 1], got {self.seed!r}")
         stop = [self.stop] if isinstance(self.stop, str) else list(self.stop or [])
         if any(not isinstance(s, str) or not s for s in stop):
             raise SamplingParamsError(f"stop: expected non-empty strings, got {self.stop!r}")
@@ -51,7 +66,7 @@ class SamplingParams:
 
     @property
     def greedy(self) -> bool:
-        return self.temperature == 0.0
+        return self.temperature < GREEDY_TEMPERATURE
 
 
 def make_generator(params: SamplingParams, device: torch.device) -> torch.Generator | None:
@@ -67,14 +82,26 @@ def make_generator(params: SamplingParams, device: torch.device) -> torch.Genera
 
 
 def sample(logits: torch.Tensor, params: list[SamplingParams],
-           generators: list[torch.Generator | None]) -> list[int]:
-    """One token per row of float32 `logits` [N, V]; greedy rows in one argmax, random rows one by one
-    because each draws from its own generator."""
-    tokens = torch.argmax(logits, dim=-1).tolist()
+           generators: list[torch.Generator | None]) -> list[int | SamplingError]:
+    """One token per row of float32 `logits` [N, V], or a SamplingError for a row that cannot be sampled;
+    greedy rows in one argmax, random rows one by one because each draws from its own generator."""
+    tokens: list[int | SamplingError] = list(torch.argmax(logits, dim=-1).tolist())
+    usable = (torch.isfinite(logits).any(dim=-1) & ~torch.isnan(logits).any(dim=-1)).tolist()
     for row, (p, generator) in enumerate(zip(params, generators)):
-        if not p.greedy:
-            tokens[row] = _sample_row(logits[row], p, generator)
+        if not usable[row]:
+            tokens[row] = SamplingError("the model's next-token logits are NaN or all infinite")
+        elif not p.greedy:
+            tokens[row] = _guarded_sample_row(logits[row], p, generator)
     return tokens
+
+
+def _guarded_sample_row(logits: torch.Tensor, p: SamplingParams,
+                        generator: torch.Generator) -> int | SamplingError:
+    try:
+        return _sample_row(logits, p, generator)
+    except Exception as error:  # noqa: BLE001 - whatever breaks one row must stay that row's failure
+        return SamplingError(f"sampling failed (temperature={p.temperature!r}, top_p={p.top_p!r}, "
+                             f"top_k={p.top_k!r}): {type(error).__name__}: {error}")
 
 
 def _sample_row(logits: torch.Tensor, p: SamplingParams, generator: torch.Generator) -> int:
@@ -90,6 +117,8 @@ def _sample_row(logits: torch.Tensor, p: SamplingParams, generator: torch.Genera
         drop_sorted[0] = False
         scaled = scaled.masked_fill(torch.zeros_like(drop_sorted).scatter(0, order, drop_sorted), float("-inf"))
     probs = torch.softmax(scaled, dim=-1)
+    if not bool(torch.isfinite(probs).all()):
+        raise SamplingError("the next-token probabilities are not finite")
     return int(torch.multinomial(probs, 1, generator=generator).item())
 
 

@@ -164,3 +164,29 @@ def test_rubric_grade_judge_openai_against_rubric_serve(serve):
     assert len(results) == 8 and all(r["complete"] and r["judge"] == f"openai:{SERVED}" for r in results)
     judged = [i for r in results for i in r["items"] if i["method"] == "judge"]
     assert len(judged) == 40 and all(0.0 <= i["probability"] <= 1.0 for i in judged)
+
+
+def test_huge_requests_are_refused_early_and_health_stays_up(serve):
+    import threading
+
+    import httpx
+
+    def chat(chars: int) -> dict:
+        return {"model": SERVED, "messages": [{"role": "user", "content": "word " * (chars // 5)}], "max_tokens": 1}
+
+    too_big = httpx.post(serve.url + "/v1/chat/completions", json=chat(5_000_000), timeout=60)
+    assert too_big.status_code == 413 and too_big.json()["error"]["code"] == "request_too_large"
+    # under the body limit but over what 8192 tokens can spell: refused by its length, before tokenizing
+    too_long = httpx.post(serve.url + "/v1/chat/completions", json=chat(3_500_000), timeout=60)
+    assert too_long.status_code == 400 and too_long.json()["error"]["code"] == "context_length_exceeded"
+    # long enough to be tokenized (about a second here), then refused by its token count; /health meanwhile
+    answer: dict = {}
+    worker = threading.Thread(target=lambda: answer.update(
+        response=httpx.post(serve.url + "/v1/chat/completions", json=chat(1_000_000), timeout=120)))
+    worker.start()
+    try:
+        assert httpx.get(serve.url + "/health", timeout=10).status_code == 200
+    finally:
+        worker.join(120)
+    assert answer["response"].status_code == 400
+    assert answer["response"].json()["error"]["code"] == "context_length_exceeded"

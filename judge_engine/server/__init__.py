@@ -2,6 +2,7 @@
 
 app.py: the Starlette app and routes; engine_loop.py: the thread that drives the engine and feeds each request's
 queue; protocol.py: request and response bodies in OpenAI's shapes; chat_encoding.py: chat messages to token
-ids with contents kept out of special-token parsing; logprobs.py, errors.py: response pieces; background.py:
-servers on 127.0.0.1 in a thread or a subprocess (tests, benchmarks).
+ids with contents kept out of special-token parsing; tokenization.py: prompts tokenized in worker threads after a
+cheap length bound; limits.py: the request body cap (413); errors.py: error bodies and the 500 middleware;
+logprobs.py: response pieces; background.py: servers on 127.0.0.1 in a thread or a subprocess (tests, benchmarks).
 """

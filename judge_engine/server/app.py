@@ -3,6 +3,11 @@
 Every request becomes one engine request, added to the engine loop while it runs, so concurrent clients share
 batches (continuous batching). A client that disconnects has its request aborted, which frees its KV blocks.
 GET /metrics returns the engine's counters and the loop's (peak running sequences among them) as JSON.
+
+Hardening: bodies over max_request_bytes get 413 before they are read in full (limits.py); prompts are tokenized
+in worker threads after a cheap length bound (tokenization.py), so the event loop and /health never wait on a
+tokenizer; an unexpected exception is a normal 500 that keeps the connection (errors.InternalErrors), and a
+stream always ends with an error event and `data: [DONE]`.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ import asyncio
 import contextlib
 import copy
 import json
+import logging
 import time
 from collections.abc import AsyncIterator
 from functools import partial
@@ -26,17 +32,21 @@ from starlette.routing import Route
 
 from judge_engine.server import protocol as p
 from judge_engine.server.auth import BearerAuth
-from judge_engine.server.chat_encoding import ChatTemplateError, encode_chat
 from judge_engine.server.engine_loop import EngineFailure, EngineLoop
-from judge_engine.server.errors import OpenAIError, error_response, from_validation_error
+from judge_engine.server.errors import InternalErrors, OpenAIError, error_response, from_validation_error
+from judge_engine.server.limits import DEFAULT_MAX_REQUEST_BYTES, BodyLimit
 from judge_engine.server.logprobs import TokenTexts, chat_logprobs, completion_logprobs
+from judge_engine.server.tokenization import PromptEncoder
+
+log = logging.getLogger(__name__)
 
 
 class ServerState:
-    """What the handlers share: the engine loop and a tokenizer of their own.
+    """What the handlers share: the engine loop, the prompt encoder and a tokenizer of their own.
 
-    The handlers tokenize on the event loop while the engine thread detokenizes; a fast tokenizer's Rust object
-    refuses concurrent use from two threads ("Already borrowed"), so the HTTP side works on its own copy.
+    The engine thread detokenizes and the encoder's threads tokenize; a fast tokenizer's Rust object refuses
+    concurrent use from two threads ("Already borrowed"), so each of them, and the event loop (token texts for
+    logprobs), works on its own copy.
     """
 
     def __init__(self, engine: Any, model_name: str):
@@ -46,19 +56,14 @@ class ServerState:
         self.tokenizer = copy.deepcopy(engine.tokenizer)
         self.token_texts = TokenTexts(self.tokenizer)
         self.max_model_len: int = engine.max_model_len
+        self.encoder = PromptEncoder(engine.tokenizer, self.max_model_len)
         self.created = int(time.time())
 
-    def encode_prompt(self, prompt: str | list[int]) -> list[int]:
-        """Mirrors LLMEngine.encode: special tokens parsed, the tokenizer's BOS added unless already there."""
-        if not isinstance(prompt, str):
-            return list(prompt)
-        bos = getattr(self.tokenizer, "bos_token", None)
-        add_special = not (bos and prompt.startswith(bos))
-        return list(self.tokenizer(prompt, add_special_tokens=add_special)["input_ids"])
 
-
-def create_app(engine: Any, model_name: str, api_key: str | None = None) -> Starlette:
-    """The app for one engine; with api_key, the /v1 routes need `Authorization: Bearer <api_key>`."""
+def create_app(engine: Any, model_name: str, api_key: str | None = None,
+               max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES) -> Starlette:
+    """The app for one engine; with api_key, the /v1 routes need `Authorization: Bearer <api_key>`; request
+    bodies over max_request_bytes get 413."""
     state = ServerState(engine, model_name)
 
     @contextlib.asynccontextmanager
@@ -68,6 +73,7 @@ def create_app(engine: Any, model_name: str, api_key: str | None = None) -> Star
             yield
         finally:
             state.loop.stop()
+            state.encoder.close()
 
     routes = [
         Route("/v1/models", partial(list_models, state), methods=["GET"]),
@@ -76,10 +82,16 @@ def create_app(engine: Any, model_name: str, api_key: str | None = None) -> Star
         Route("/metrics", partial(metrics, state), methods=["GET"]),
         Route("/health", partial(health, state), methods=["GET"]),
     ]
-    middleware = [Middleware(BearerAuth, api_key=api_key)] if api_key else []
+    # outermost first: unexpected errors of everything below become 500s; a refused key is checked before the
+    # body is read
+    middleware = [Middleware(InternalErrors)]
+    if api_key:
+        middleware.append(Middleware(BearerAuth, api_key=api_key))
+    middleware.append(Middleware(BodyLimit, max_bytes=max_request_bytes))
+    # No handler for Exception: Starlette would send it and then re-raise, and uvicorn closes the connection
+    # on a re-raised exception; InternalErrors answers those instead.
     app = Starlette(routes=routes, lifespan=lifespan, middleware=middleware,
-                    exception_handlers={HTTPException: http_error, OpenAIError: openai_error,
-                                        Exception: internal_error})
+                    exception_handlers={HTTPException: http_error, OpenAIError: openai_error})
     app.state.server = state
     return app
 
@@ -96,10 +108,6 @@ async def openai_error(request: Request, exc: OpenAIError) -> Response:
     return exc.response()
 
 
-async def internal_error(request: Request, exc: Exception) -> Response:
-    return error_response(500, f"internal error: {type(exc).__name__}: {exc}", type="server_error")
-
-
 # ------------------------------------------------------------------------------------------ simple routes
 
 
@@ -110,7 +118,7 @@ async def list_models(state: ServerState, request: Request) -> Response:
 
 async def metrics(state: ServerState, request: Request) -> Response:
     return JSONResponse({"model": state.model_name, "engine": state.engine.stats(),
-                         "server": state.loop.stats.as_dict()})
+                         "server": state.loop.stats_dict()})
 
 
 async def health(state: ServerState, request: Request) -> Response:
@@ -169,13 +177,13 @@ def token_budget(state: ServerState, prompt_len: int, requested: int | None, pro
 async def completions(state: ServerState, request: Request) -> Response:
     body: p.CompletionRequest = await parse_body(request, p.CompletionRequest)
     check_model(state, body.model)
-    prompt_ids = state.encode_prompt(body.prompt)
+    prompt_ids = await state.encoder.encode_prompt(body.prompt)
     max_tokens = token_budget(state, len(prompt_ids), body.max_tokens, "prompt")
     params = sampling_params(body, max_tokens, body.logprobs)
     request_id = state.loop.new_request_id("cmpl")
     outputs = state.loop.generate(request_id, prompt_ids, params)
     if body.stream:
-        return sse(stream_completion(state, body, request_id, outputs))
+        return sse(request_id, stream_completion(state, body, request_id, outputs))
     final = await until_finished_or_disconnected(request, outputs)
     if final is None:
         return Response(status_code=499)
@@ -208,7 +216,6 @@ async def stream_completion(state: ServerState, body: p.CompletionRequest, reque
         if output.finished and body.include_usage_in_stream():
             yield sse_data(p.CompletionChunk(id=request_id, created=created, model=state.model_name, choices=[],
                                              usage=usage(output)))
-    yield "data: [DONE]\n\n"
 
 
 # ------------------------------------------------------------------------------------------ chat
@@ -218,17 +225,14 @@ async def chat_completions(state: ServerState, request: Request) -> Response:
     body: p.ChatCompletionRequest = await parse_body(request, p.ChatCompletionRequest)
     check_model(state, body.model)
     messages = [{"role": m.role, "content": m.text()} for m in body.messages]
-    try:
-        prompt_ids = encode_chat(state.tokenizer, messages)
-    except ChatTemplateError as exc:
-        raise OpenAIError(400, str(exc), param="messages") from exc
+    prompt_ids = await state.encoder.encode_chat(messages)
     max_tokens = token_budget(state, len(prompt_ids), body.token_limit(), "messages")
     top_n = (body.top_logprobs or 0) if body.logprobs else None
     params = sampling_params(body, max_tokens, top_n)
     request_id = state.loop.new_request_id("chatcmpl")
     outputs = state.loop.generate(request_id, prompt_ids, params)
     if body.stream:
-        return sse(stream_chat(state, body, request_id, outputs))
+        return sse(request_id, stream_chat(state, body, request_id, outputs))
     final = await until_finished_or_disconnected(request, outputs)
     if final is None:
         return Response(status_code=499)
@@ -269,7 +273,6 @@ async def stream_chat(state: ServerState, body: p.ChatCompletionRequest, request
         if output.finished and body.include_usage_in_stream():
             yield sse_data(p.ChatCompletionChunk(id=request_id, created=created, model=state.model_name, choices=[],
                                                  usage=usage(output)))
-    yield "data: [DONE]\n\n"
 
 
 # ------------------------------------------------------------------------------------------ shared helpers
@@ -307,12 +310,16 @@ async def until_finished_or_disconnected(request: Request, outputs: AsyncIterato
 
 
 def raise_if_failed(output: Any) -> None:
-    if output.finish_reason != "error":
-        return
-    # Nothing generated: the request itself cannot run as given (too long for the cache, bad token ids).
-    if not output.token_ids:
-        raise OpenAIError(400, output.error or "the engine rejected the request", code="invalid_prompt")
-    raise OpenAIError(500, output.error or "generation failed", type="server_error")
+    if output.finish_reason == "error":
+        raise failed_output_error(output)
+
+
+def failed_output_error(output: Any) -> OpenAIError:
+    # Rejected: the request cannot run as given (too long for the cache, bad token ids), the client's mistake.
+    # Anything else failed while it ran (the model, sampling, decoding): the server's.
+    if getattr(output, "rejected", False):
+        return OpenAIError(400, output.error or "the engine rejected the request", code="invalid_prompt")
+    return OpenAIError(500, output.error or "generation failed", type="server_error")
 
 
 def usage(output: Any) -> p.Usage:
@@ -321,9 +328,23 @@ def usage(output: Any) -> p.Usage:
                    total_tokens=prompt_tokens + completion_tokens)
 
 
-def sse(events: AsyncIterator[str]) -> StreamingResponse:
-    return StreamingResponse(events, media_type="text/event-stream",
+def sse(request_id: str, events: AsyncIterator[str]) -> StreamingResponse:
+    return StreamingResponse(guarded_stream(request_id, events), media_type="text/event-stream",
                              headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+
+async def guarded_stream(request_id: str, events: AsyncIterator[str]) -> AsyncIterator[str]:
+    """The events, then `data: [DONE]`, whatever happens: the status line is already sent, so an exception has
+    to travel in the stream as an error event, and a client waiting for [DONE] must get it."""
+    try:
+        async for event in events:
+            yield event
+    except Exception as exc:  # noqa: BLE001 - any failure mid-stream becomes the stream's last event
+        log.exception("stream %s failed", request_id)
+        error = exc if isinstance(exc, OpenAIError) else OpenAIError(
+            500, f"internal error: {type(exc).__name__}: {exc}", type="server_error")
+        yield sse_error_event(error)
+    yield "data: [DONE]\n\n"
 
 
 def sse_data(model: BaseModel) -> str:
@@ -337,14 +358,12 @@ async def failures_as_errors(outputs: AsyncIterator[Any]) -> AsyncIterator[Any]:
     try:
         async for output in outputs:
             if output.finish_reason == "error":
-                yield sse_error(output)
+                yield sse_error_event(failed_output_error(output))
                 return
             yield output
     except EngineFailure as exc:
-        yield f"data: {json.dumps(OpenAIError(500, str(exc), type='server_error').body())}\n\n"
+        yield sse_error_event(OpenAIError(500, str(exc), type="server_error"))
 
 
-def sse_error(output: Any) -> str:
-    body = OpenAIError(400 if not output.token_ids else 500, output.error or "generation failed",
-                       type="invalid_request_error" if not output.token_ids else "server_error").body()
-    return f"data: {json.dumps(body)}\n\n"
+def sse_error_event(error: OpenAIError) -> str:
+    return f"data: {json.dumps(error.body())}\n\n"

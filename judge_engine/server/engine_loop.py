@@ -199,18 +199,35 @@ class EngineLoop:
             self.stats.requests_aborted += 1
 
     def _record_kv_usage(self) -> None:
+        # Recorded on the engine thread after every change (step, abort, failure) for readers of self.stats.
         blocks = getattr(self.engine, "block_manager", None)
         self.stats.kv_blocks_used = getattr(blocks, "num_used", None)
 
     def _fail_all(self, error: EngineFailure) -> None:
-        for request_id, deliver in list(self._deliver.items()):
+        # Free everything before telling the handlers, so that a client reading /metrics right after its error
+        # sees the engine's state after the failure, not before it.
+        failed = list(self._deliver.items())
+        self._deliver.clear()
+        for request_id, _ in failed:
             try:
                 self.engine.abort_request(request_id)
             except Exception:  # noqa: BLE001 - the engine is already broken; the handler still must hear back
                 log.exception("abort after a failed step")
-            _send(deliver, error)
-        self._deliver.clear()
         self.stats.in_flight = 0
+        self._record_kv_usage()
+        for _, deliver in failed:
+            _send(deliver, error)
+
+    def stats_dict(self) -> dict[str, Any]:
+        """The loop's counters, with the requests in flight and the KV blocks in use read now rather than as last
+        recorded (plain reads of a dict's length and an int, safe from another thread), so /metrics never shows
+        a figure the engine thread has not got round to updating."""
+        stats = self.stats.as_dict()
+        stats["in_flight"] = len(self._deliver)
+        blocks = getattr(self.engine, "block_manager", None)
+        if blocks is not None:
+            stats["kv_blocks_used"] = blocks.num_used
+        return stats
 
 
 def _send(deliver: Callable[[Any], None], item: Any) -> bool:

@@ -4,7 +4,8 @@
     rubric grade rubric.yaml runs/ --judge openai --base-url http://127.0.0.1:8000/v1 --model M
 
 Routes: GET /v1/models, POST /v1/completions, POST /v1/chat/completions (logprobs, top_logprobs, max_tokens,
-temperature, top_p, stop, seed, stream), GET /metrics (engine and batching counters), GET /health.
+temperature, top_p, stop, seed, stream), GET /metrics (engine and batching counters), GET /health. Request bodies
+over --max-request-bytes (default 4 MiB) get 413.
 """
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ import os
 import sys
 
 API_KEY_VARIABLE = "RUBRICS_SERVE_API_KEY"
+# judge_engine.server.limits.DEFAULT_MAX_REQUEST_BYTES, repeated so that `rubric --help` needs no server extras
+DEFAULT_MAX_REQUEST_BYTES = 4 * 1024 * 1024
 SERVE_INSTALL = "pip install 'agent-rubrics[engine,serve]'"
 
 
@@ -34,8 +37,23 @@ def register(subparsers) -> None:
     parser.add_argument("--api-key", default=os.environ.get(API_KEY_VARIABLE),
                         help=f"require 'Authorization: Bearer KEY' on /v1 routes (default: ${API_KEY_VARIABLE}; "
                              f"none: open)")
+    parser.add_argument("--max-request-bytes", type=positive_int, default=DEFAULT_MAX_REQUEST_BYTES,
+                        help=f"largest request body accepted; larger ones get 413 (default: "
+                             f"{DEFAULT_MAX_REQUEST_BYTES} = 4 MiB)")
     parser.add_argument("--log-level", default="warning", choices=["critical", "error", "warning", "info", "debug"])
     parser.set_defaults(handler=run)
+
+
+def positive_int(text: str) -> int:
+    import argparse
+
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
 
 
 def engine_config(args):
@@ -81,7 +99,7 @@ def run(args) -> int:
         print(f"error: cannot load the model: {exc}", file=sys.stderr)
         return 1
     name = served_name(args)
-    app = create_app(engine, name, api_key=args.api_key)
+    app = create_app(engine, name, api_key=args.api_key, max_request_bytes=args.max_request_bytes)
     print(f"serving {name} on http://{args.host}:{args.port}/v1 (Ctrl-C stops)", file=sys.stderr, flush=True)
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, timeout_graceful_shutdown=5)
     return 0

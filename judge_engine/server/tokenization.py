@@ -1,0 +1,88 @@
+"""Prompt tokenization off the event loop, with a cheap length bound checked before any tokenizing.
+
+Tokenizing a long text takes seconds; on the asyncio loop it would stall every other client (and /health) for
+that long. Each request is tokenized in a small thread pool instead (the Rust tokenizer releases the GIL). A fast
+tokenizer refuses concurrent use of one object from two threads ("Already borrowed"), so every worker borrows a
+copy of its own from a pool holding one copy per worker.
+
+The length bound: no token of the vocabulary spells more than `longest_token_chars` characters, so a text of
+more than max_model_len * longest_token_chars characters cannot fit the context whatever it tokenizes to; it is
+refused before the tokenizer sees it. The bound is doubled so that a tokenizer whose normalizer drops characters
+never has a prompt that would fit refused.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import queue
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable, TypeVar
+
+from judge_engine.server import chat_encoding
+from judge_engine.server.errors import OpenAIError
+
+T = TypeVar("T")
+BOUND_MARGIN = 2
+FALLBACK_TOKEN_CHARS = 64   # a tokenizer that cannot list its vocabulary: longer than most tokens of real ones
+
+
+def longest_token_chars(tokenizer: Any) -> int:
+    """Characters of the longest vocabulary entry (byte-level and sentencepiece entries spell one character per
+    byte or character of text, so no token decodes to more)."""
+    try:
+        vocab = tokenizer.get_vocab()
+    except Exception:  # noqa: BLE001 - any tokenizer without a listable vocabulary gets the fallback
+        return FALLBACK_TOKEN_CHARS
+    return max((len(token) for token in vocab), default=FALLBACK_TOKEN_CHARS)
+
+
+class PromptEncoder:
+    """Turns a completion prompt or chat messages into token ids in worker threads, refusing what cannot fit."""
+
+    def __init__(self, tokenizer: Any, max_model_len: int, workers: int = 2):
+        self.max_model_len = max_model_len
+        self.max_prompt_chars = max_model_len * longest_token_chars(tokenizer) * BOUND_MARGIN
+        self._tokenizers: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        for _ in range(workers):
+            self._tokenizers.put(copy.deepcopy(tokenizer))
+        self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tokenize")
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+    async def encode_prompt(self, prompt: str | list[int]) -> list[int]:
+        """Mirrors LLMEngine.encode: special tokens parsed, the tokenizer's BOS added unless already there."""
+        if not isinstance(prompt, str):
+            return list(prompt)
+        self._check_chars(len(prompt), "prompt")
+        return await self._run(encode_text, prompt)
+
+    async def encode_chat(self, messages: list[dict[str, str]]) -> list[int]:
+        self._check_chars(sum(len(m["content"]) for m in messages), "messages")
+        try:
+            return await self._run(chat_encoding.encode_chat, messages)
+        except chat_encoding.ChatTemplateError as exc:
+            raise OpenAIError(400, str(exc), param="messages") from exc
+
+    def _check_chars(self, chars: int, param: str) -> None:
+        if chars > self.max_prompt_chars:
+            raise OpenAIError(400, f"this model's maximum context length is {self.max_model_len} tokens, and the "
+                              f"{param} holds {chars} characters, more than that many tokens can spell; shorten "
+                              f"the {param}", param=param, code="context_length_exceeded")
+
+    async def _run(self, encode: Callable[[Any, T], list[int]], value: T) -> list[int]:
+        return await asyncio.get_running_loop().run_in_executor(self._executor, self._with_tokenizer, encode, value)
+
+    def _with_tokenizer(self, encode: Callable[[Any, T], list[int]], value: T) -> list[int]:
+        tokenizer = self._tokenizers.get()
+        try:
+            return encode(tokenizer, value)
+        finally:
+            self._tokenizers.put(tokenizer)
+
+
+def encode_text(tokenizer: Any, prompt: str) -> list[int]:
+    bos = getattr(tokenizer, "bos_token", None)
+    add_special = not (bos and prompt.startswith(bos))
+    return list(tokenizer(prompt, add_special_tokens=add_special)["input_ids"])
