@@ -12,7 +12,8 @@ from rubrics.problems import ERROR, Problem
 
 # code -> what it means. Codes are stable: editors and CI filters match on them.
 LINT_CODES = {
-    "yaml-syntax": "the file is not valid YAML (or uses a tag, a recursive alias or a key that is not plain)",
+    "yaml-syntax": "the file is not valid YAML (or uses a tag, a recursive alias, aliases that expand past the "
+                   "alias budget, or a key that is not plain)",
     "duplicate-key": "a mapping repeats a key; YAML would silently keep the last value",
     "io-error": "the file cannot be read",
     "schema": "a field has the wrong type or value, or a required field is missing",
@@ -35,6 +36,9 @@ LINT_CODES = {
     "bad-tolerance": "number.tolerance is not a number or a percentage",
     "bad-number": "number.expected cannot be read as a number",
     "bad-path": "json.path is not a dotted path with [i] indices",
+    "nested-quantifier": "(warning) a regex repeats a part that can match the same text in several ways, such as "
+                         "(a+)+, (a*)* or (a|a)*: it can backtrack exponentially, and a match that runs past "
+                         "the timeout makes the item an error",
     "pattern-without-group": "(warning) number.pattern has no group; the whole match is read",
     "empty-text": "(warning) contains.text has an empty string, which is found in any text",
     "empty-check": "(warning) a check with no condition (email_sent with no field, tests with no ids)",

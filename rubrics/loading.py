@@ -9,15 +9,86 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import yaml
+from yaml.composer import Composer
+from yaml.constructor import SafeConstructor
+from yaml.resolver import Resolver
 
 from rubrics.problems import ERROR, Problem, RubricError, format_path
 
+try:   # libyaml scans and parses about four times faster than PyYAML's pure-Python scanner
+    from yaml._yaml import CParser
+except ImportError:   # PyYAML built without libyaml
+    CParser = None
+
 MAX_DEPTH = 100
 PLAIN_COLLECTION_TAGS = ("tag:yaml.org,2002:map", "tag:yaml.org,2002:seq")
+# Aliases may repeat at most this many nodes, or ALIAS_NODES_PER_WRITTEN_NODE per node written in the file,
+# whichever is more: a "billion laughs" file of a few hundred bytes nests aliases of aliases and would
+# otherwise expand to 10^9 nodes, while a real rubric that shares a few mappings stays far below.
+ALIAS_NODE_BUDGET = 100_000
+ALIAS_NODES_PER_WRITTEN_NODE = 10
 
 
-class PositionLoader(yaml.SafeLoader):
+class _AliasBudget:
+    """Counts, while composing, how many nodes each alias would add once expanded, and stops at the
+    alias that crosses the budget. Building the data copies an aliased subtree at every alias, so this
+    count is exactly the extra work and memory the builder would spend."""
+
+    def _reset_budget(self) -> None:
+        self._expanded: dict[int, int] = {}   # id(anchored node) -> its node count, aliases expanded
+        self._open: list[int] = []            # node counts of the collections being composed
+        self._written = 0
+        self._repeated = 0
+
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            node = super().compose_node(parent, index)
+            size = self._expanded.get(id(node), 1)   # an alias of an unfinished node is recursive: 1
+            self._repeated += size
+            budget = max(ALIAS_NODE_BUDGET, ALIAS_NODES_PER_WRITTEN_NODE * self._written)
+            if self._repeated > budget:
+                raise yaml.composer.ComposerError(
+                    None, None, f"alias '*{event.anchor}' expands the document past {budget:,} repeated nodes "
+                    "(aliases nested in aliases, a 'billion laughs' file); write the values out or share less",
+                    event.start_mark)
+        else:
+            anchor = self.peek_event().anchor   # only an anchored node can be aliased: remember only those
+            self._open.append(0)
+            try:
+                node = super().compose_node(parent, index)
+            finally:
+                children = self._open.pop()
+            size = 1 + children
+            if anchor is not None:
+                self._expanded[id(node)] = size
+            self._written += 1
+        if self._open:
+            self._open[-1] += size
+        return node
+
+
+class PythonPositionLoader(_AliasBudget, yaml.SafeLoader):
     """SafeLoader: a rubric file can never construct Python objects."""
+
+    def __init__(self, text: str):
+        super().__init__(text)
+        self._reset_budget()
+
+
+if CParser is None:
+    PositionLoader = PythonPositionLoader
+else:
+    class PositionLoader(_AliasBudget, Composer, CParser, SafeConstructor, Resolver):
+        """The same loader on libyaml's event parser; composition stays in Python for the alias budget."""
+
+        def __init__(self, text: str):
+            yaml.reader.Reader(text)   # control characters: the same message and character position
+            CParser.__init__(self, text)
+            Composer.__init__(self)
+            SafeConstructor.__init__(self)
+            Resolver.__init__(self)
+            self._reset_budget()
 
 
 @dataclass
@@ -65,9 +136,18 @@ class _Builder:
                 return self._mapping(node, path)
             if isinstance(node, yaml.SequenceNode):
                 return [self.build(child, path + (i,)) for i, child in enumerate(node.value)]
-            return self.loader.construct_object(node, deep=True)
+            return self._scalar(node, path)
         finally:
             self._active.discard(id(node))
+
+    def _scalar(self, node: yaml.ScalarNode, path: tuple):
+        try:
+            return self.loader.construct_object(node, deep=True)
+        except (ValueError, OverflowError) as exc:   # e.g. 2024-13-45, which YAML resolves as a timestamp
+            self.problems.append(self.source_map.problem(
+                path, f"unreadable YAML value {_shortened(node.value)!r}: {_shortened(str(exc))}; quote it to keep "
+                      "it as text", "yaml-syntax"))
+            return node.value   # the text as written, so that validation adds no second error here
 
     def _mapping(self, node: yaml.MappingNode, path: tuple) -> dict:
         self.loader.flatten_mapping(node)   # resolves `<<` merge keys
@@ -110,6 +190,8 @@ def parse_yaml(text: str) -> tuple[object, SourceMap, list[Problem]]:
         mark = exc.problem_mark or exc.context_mark
         line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
         message = " ".join(str(part) for part in (exc.context, exc.problem) if part) or "invalid YAML"
+        if mark and _is_colon(text, mark):
+            message += COLON_HINT
         return None, SourceMap(), [Problem("", line, col, ERROR, message, "yaml-syntax")]
     except yaml.reader.ReaderError as exc:
         line = text.count("\n", 0, exc.position) + 1
@@ -127,6 +209,17 @@ def parse_yaml(text: str) -> tuple[object, SourceMap, list[Problem]]:
             loader.dispose()
 
 
+COLON_HINT = ("; a colon followed by a space starts a key, so text such as `judge: the reply: short` needs "
+              "quotes: `judge: \"the reply: short\"`")
+
+
+def _is_colon(text: str, mark) -> bool:
+    """Whether the parser stopped at a ': ' inside a value, the usual cause being unquoted prose."""
+    lines = text.splitlines()
+    line = lines[mark.line] if mark.line < len(lines) else ""
+    return line[mark.column:mark.column + 1] == ":"
+
+
 def read_rubric(src) -> tuple[object, SourceMap, list[Problem], str]:
     """(data, source_map, problems, source name) for a path, YAML text or dict."""
     from pathlib import Path
@@ -136,13 +229,26 @@ def read_rubric(src) -> tuple[object, SourceMap, list[Problem], str]:
     if isinstance(src, Path) or (isinstance(src, str) and _looks_like_path(src)):
         path = Path(src)
         try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
+            raw = path.read_bytes()
+        except OSError as exc:
             return None, SourceMap(), [Problem("", 1, 1, ERROR, f"cannot read the file: {exc}", "io-error")], str(src)
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            return None, SourceMap(), [_not_utf8(raw, exc)], str(src)
         return (*parse_yaml(text), str(src))
     if isinstance(src, str):
         return (*parse_yaml(src), "<text>")
     raise TypeError(f"a rubric is a path, YAML text, dict or Rubric, not {type(src).__name__}")
+
+
+def _not_utf8(raw: bytes, exc: UnicodeDecodeError) -> Problem:
+    """The problem at the first byte that is not UTF-8 (its column counted in characters, as the editor shows)."""
+    line_start = raw.rfind(b"\n", 0, exc.start) + 1
+    line = raw.count(b"\n", 0, exc.start) + 1
+    col = len(raw[line_start:exc.start].decode("utf-8", errors="replace")) + 1
+    message = f"cannot read the file: byte 0x{raw[exc.start]:02x} is not UTF-8 ({exc.reason}); save the file as UTF-8"
+    return Problem("", line, col, ERROR, message, "io-error")
 
 
 def _looks_like_path(text: str) -> bool:
@@ -177,3 +283,8 @@ def load_rubric(src):
     if rubric is None:
         raise RubricError(source, [p for p in problems if p.severity == ERROR])
     return rubric
+
+
+def _shortened(text: str, limit: int = 60) -> str:
+    """A value as quoted in a message: a 5,000-digit literal is named, not repeated."""
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"

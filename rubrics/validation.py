@@ -36,6 +36,14 @@ def did_you_mean(word: str, candidates) -> str:
     return f" (did you mean '{close[0]}'?)" if close else ""
 
 
+def comma_hint(key: str, value: Any) -> str:
+    """`{judge: one page, readable by a CFO}` reads as a key 'readable by a CFO' with no value: a key with a
+    space and no value is almost always prose that a comma split, at any depth ({...} under file:, judge:)."""
+    if value is None and " " in key:
+        return "; a comma ends a value inside {...}: quote the previous value if it contains one"
+    return ""
+
+
 def pydantic_problems(exc: ValidationError, base: tuple, smap: SourceMap, allowed=(), data: Any = None) -> list[Problem]:
     """Problems for pydantic errors, located at the failing field (or at the key, for unknown keys).
 
@@ -48,8 +56,8 @@ def pydantic_problems(exc: ValidationError, base: tuple, smap: SourceMap, allowe
         path = base + loc
         if err["type"] == "extra_forbidden" and loc:
             name = str(loc[-1])
-            problems.append(smap.problem(path, f"unknown key '{name}'{did_you_mean(name, allowed)}",
-                                         "unknown-key", at_key=True))
+            hint = did_you_mean(name, allowed) + comma_hint(name, err.get("input"))
+            problems.append(smap.problem(path, f"unknown key '{name}'{hint}", "unknown-key", at_key=True))
         elif err["type"] == "missing" and loc:
             problems.append(smap.problem(path[:-1], f"missing required field '{path[-1]}'", "schema"))
         else:
@@ -134,9 +142,7 @@ class RubricValidator:
         found = [key for key in raw if key in self.keys]
         unknown = [key for key in raw if key not in fields and key not in self.keys]
         for key in unknown:
-            hint = did_you_mean(key, fields | set(self.keys))
-            if raw[key] is None and " " in key:   # `{judge: one page, readable by a CFO}`
-                hint += "; a comma ends a value inside {...}: quote the previous value if it contains one"
+            hint = did_you_mean(key, fields | set(self.keys)) + comma_hint(key, raw[key])
             self.add(path + (key,), f"unknown key '{key}'{hint}", "unknown-key", at_key=True)
         if not found and not unknown:   # with an unknown key, that key's message is the better hint
             self.add(path, "the item has no check key; give exactly one of: " + ", ".join(self.keys),

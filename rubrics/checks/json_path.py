@@ -15,14 +15,13 @@ from rubrics.checks.base import (
     CheckError,
     CheckOutcome,
     LintProblem,
-    compile_regex,
     json_equal,
-    lint_regex,
     lint_selector,
     missing_evidence,
     quote,
     select_text,
 )
+from rubrics.checks.patterns import Pattern, compile_pattern, lint_pattern, search
 from rubrics.selectors import DEFAULT_SELECTOR
 from rubrics.trajectory import Trajectory
 
@@ -98,8 +97,8 @@ class JsonConfig(CheckConfig):
             raise CheckError(f"path: {error}") from None
 
     @cached_property
-    def regex(self) -> re.Pattern[str]:
-        return compile_regex(self.matches or "", "matches")
+    def regex(self) -> Pattern:
+        return compile_pattern(self.matches or "", "matches")
 
     def wanted(self) -> str:
         if "equals" in self.model_fields_set:
@@ -155,7 +154,7 @@ class JsonCheck:
         return CheckOutcome(met, f"{at} is {_show(value)}; {config.wanted()}")
 
     def lint(self, config: JsonConfig) -> list[LintProblem]:
-        problems = lint_selector("in", config.in_) + lint_regex("matches", config.matches)
+        problems = lint_selector("in", config.in_) + lint_pattern("matches", config.matches)
         try:
             parse_path(config.path)
         except ValueError as error:
@@ -169,7 +168,7 @@ def _compare(config: JsonConfig, value: Any) -> bool:
     if config.one_of is not None:
         return any(json_equal(option, value) for option in config.one_of)
     text = value if isinstance(value, str) else _JSON.encode(value)
-    return config.regex.search(text) is not None
+    return search(config.regex, text, "matches") is not None
 
 
 JSON = JsonCheck()

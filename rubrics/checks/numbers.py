@@ -18,13 +18,12 @@ from rubrics.checks.base import (
     CheckError,
     CheckOutcome,
     LintProblem,
-    compile_regex,
-    lint_regex,
     lint_selector,
     missing_evidence,
     quote,
     select_text,
 )
+from rubrics.checks.patterns import Pattern, compile_pattern, finditer, lint_pattern
 from rubrics.selectors import DEFAULT_SELECTOR
 from rubrics.trajectory import Trajectory
 
@@ -45,6 +44,8 @@ _SUFFIX = r"""
     )?
     (?P<percent>\s?%)?
 """
+# The groups are capped (up to 10^21 and 10^39) so that every match attempt reads a bounded stretch of text: with
+# unbounded groups, the agent's "11,11,11,..." made each attempt read to the end, and a scan quadratic.
 _NUMBER = re.compile(
     r"""
     (?<![\w.])
@@ -53,8 +54,8 @@ _NUMBER = re.compile(
     (?P<currency>₹|\$|€|£|(?i:rs\.?|inr|usd|eur|gbp)(?=[\s\d₹$€£]))?\s?
     (?P<sign2>[-−])?
     (?P<digits>
-        \d{1,2}(?:,\d{2})+,\d{3}(?!\d)      # Indian grouping: 48,20,000
-      | \d{1,3}(?:,\d{3})+(?!\d)           # 1,234,567
+        \d{1,2}(?:,\d{2}){1,8},\d{3}(?!\d)  # Indian grouping: 48,20,000
+      | \d{1,3}(?:,\d{3}){1,12}(?!\d)       # 1,234,567
       | \d+
       | (?=\.\d)
     )
@@ -210,8 +211,8 @@ class NumberConfig(CheckConfig):
         return re.compile(start + body + end, re.IGNORECASE)
 
     @cached_property
-    def pattern_regex(self) -> re.Pattern[str]:
-        return compile_regex(self.pattern or "", "pattern")
+    def pattern_regex(self) -> Pattern:
+        return compile_pattern(self.pattern or "", "pattern")
 
 
 class NumberCheck:
@@ -235,13 +236,13 @@ class NumberCheck:
         return CheckOutcome(False, f"found {_describe(found, found.value)} {where}; {want}")
 
     def lint(self, config: NumberConfig) -> list[LintProblem]:
-        problems = lint_selector("in", config.in_) + lint_regex("pattern", config.pattern)
+        problems = lint_selector("in", config.in_) + lint_pattern("pattern", config.pattern)
         if parse_expected(config.expected) is None:
             problems.append((ERROR, "bad-number", f"expected: cannot read {config.expected!r} as a number"))
         if parse_tolerance(config.tolerance) is None:
             message = f"tolerance: {config.tolerance!r} is not a number or a percentage (e.g. 0.5% or 1000)"
             problems.append((ERROR, "bad-tolerance", message))
-        if config.pattern is not None and not problems:
+        if config.pattern is not None and not any(severity == ERROR for severity, _, _ in problems):
             if config.pattern_regex.groups == 0:
                 message = "pattern: has no group; the whole match is read as the number"
                 problems.append((WARNING, "pattern-without-group", message))
@@ -271,7 +272,7 @@ def _by_pattern(config: NumberConfig, text: str) -> tuple[ParsedNumber | None, s
     regex = config.pattern_regex
     where = f"by pattern '{config.pattern}'"
     matched = False
-    for match in regex.finditer(text):
+    for match in finditer(regex, text, "pattern"):
         matched = True
         group = match.group(1) if regex.groups else match.group(0)
         number = next(find_numbers(group), None) if group else None

@@ -1,8 +1,7 @@
-"""Text checks: `contains` (one or more substrings) and `regex` (Python re.search)."""
+"""Text checks: `contains` (one or more substrings) and `regex` (a search, bounded in time: see patterns.py)."""
 
 from __future__ import annotations
 
-import re
 from functools import cached_property
 
 from pydantic import Field, field_validator
@@ -12,13 +11,12 @@ from rubrics.checks.base import (
     CheckConfig,
     CheckOutcome,
     LintProblem,
-    compile_regex,
-    lint_regex,
     lint_selector,
     missing_evidence,
     quote,
     select_text,
 )
+from rubrics.checks.patterns import Pattern, compile_pattern, lint_pattern, search
 from rubrics.selectors import DEFAULT_SELECTOR
 from rubrics.trajectory import Trajectory
 
@@ -88,8 +86,8 @@ class RegexConfig(CheckConfig):
     pattern: str
 
     @cached_property
-    def regex(self) -> re.Pattern[str]:
-        return compile_regex(self.pattern, "pattern")
+    def regex(self) -> Pattern:
+        return compile_pattern(self.pattern, "pattern")
 
 
 class RegexCheck:
@@ -102,14 +100,14 @@ class RegexCheck:
         shown = f"pattern '{config.pattern}'"
         if not selection.text:
             return CheckOutcome(False, f"{shown} not searched: {missing_evidence(config.in_, selection)}")
-        match = regex.search(selection.text)
+        match = search(regex, selection.text, "pattern")
         if match is None:
             return CheckOutcome(False, f"{shown} does not match {config.in_} ({len(selection.text):,} chars)")
         line = selection.text.count("\n", 0, match.start()) + 1
         return CheckOutcome(True, f"matched {quote(match.group(0))} at line {line} of {config.in_}")
 
     def lint(self, config: RegexConfig) -> list[LintProblem]:
-        return lint_selector("in", config.in_) + lint_regex("pattern", config.pattern)
+        return lint_selector("in", config.in_) + lint_pattern("pattern", config.pattern)
 
 
 CONTAINS = ContainsCheck()

@@ -7,7 +7,7 @@ def register(subparsers) -> None:
         "calibrate", help="label tasks keep/drop/inspect from graded attempts",
         description="Read graded attempts (the output of `rubric grade --format jsonl`) and, per task of DIR, "
                     "report attempts, successes, pass rate, score mean and spread, pass@1, pass@k and pass^k, "
-                    "and the label: inspect at 0%%, drop at 100%%, keep in between. Flags flaky tasks (one "
+                    "and the label: inspect at 0%, drop at 100%, keep in between. Flags flaky tasks (one "
                     "attempt graded twice differently, or a failing reference run: a trajectory id ending in "
                     "'reference') and tasks with fewer attempts than asked. Writes calibration.json.")
     parser.add_argument("dir", metavar="DIR")

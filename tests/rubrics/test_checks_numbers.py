@@ -164,3 +164,17 @@ def test_unlintable_config_is_a_check_error_at_run_time():
         run("x: 1", label="x", expected="lots")
     with pytest.raises(CheckError, match="invalid regex"):
         run("x: 1", pattern="(", expected=1)
+
+
+def test_finding_numbers_in_agent_text_stays_linear():
+    """Each match attempt reads a bounded stretch: 40,000 comma groups (which took minutes when the grouping was
+    unbounded, each attempt reading to the end of the text) are scanned in well under the bound."""
+    import time
+
+    from rubrics.checks.numbers import find_numbers
+
+    started = time.perf_counter()
+    assert sum(1 for _ in find_numbers("11," * 40_000)) == 40_000
+    assert sum(1 for _ in find_numbers("111," * 40_000)) >= 1
+    assert time.perf_counter() - started < 20  # linear: ~0.3 s here; quadratic: minutes
+    assert [n.value for n in find_numbers("48,20,000 and 1,234,567.5")] == [Decimal("4820000"), Decimal("1234567.5")]

@@ -104,3 +104,19 @@ def test_warnings_do_not_block_loading():
 def test_control_characters_are_a_positioned_problem():
     data, _, problems = parse_yaml("a: 1\nb: \x1f\n")
     assert data is None and (problems[0].line, problems[0].col) == (2, 4) and "U+001F" in problems[0].message
+
+
+def test_an_unreadable_scalar_is_an_error_at_its_own_line():
+    _, problems, _ = analyze_rubric("version: 1\nid: r\ntask: 2024-13-45\ncriteria:\n  - {id: c, points: 1, contains: {text: x}}\n")
+    (problem,) = problems
+    assert (problem.code, problem.path, problem.line, problem.col) == ("yaml-syntax", "task", 3, 7)
+    assert "'2024-13-45': month must be in 1..12; quote it" in problem.message
+
+
+def test_a_byte_that_is_not_utf8_is_an_error_at_its_line(tmp_path):
+    path = tmp_path / "rubric.yaml"
+    path.write_bytes(b"version: 1\nid: r\ntask: caf\xc3\xa9 \xff\ncriteria: []\n")
+    _, problems, _ = analyze_rubric(path)
+    (problem,) = problems
+    assert (problem.code, problem.line, problem.col) == ("io-error", 3, 12)
+    assert "byte 0xff is not UTF-8" in problem.message
