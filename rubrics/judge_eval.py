@@ -8,7 +8,6 @@ judge's verdict on that item. Metrics are computed over the evaluated labels; ju
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -61,19 +60,22 @@ class EvalReport:
 
 
 def load_labels(path: str | Path) -> list[Label]:
+    from rubrics.json_text import loads, text_lines
     from rubrics.trajectory import load_trajectory
 
     path = Path(path)
     labels: list[Label] = []
     cache: dict[str, Any] = {}
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for text_line in text_lines(path.read_bytes()):
+        line, where = text_line.text, f"{path}:{text_line.number}"
+        if text_line.error is not None:
+            raise LabelsError(f"{where}: {text_line.error}")
         if not line.strip():
             continue
-        where = f"{path}:{number}"
         try:
-            row = json.loads(line)
+            row = loads(line)
             ref, met, item_id = row["trajectory"], row["met"], row["item_id"]
-        except (ValueError, KeyError, TypeError) as exc:
+        except (ValueError, KeyError, TypeError) as exc:   # JSONTextError is a ValueError, with its column
             raise LabelsError(f"{where}: expected {{trajectory, item_id, met}} as JSON: {exc}") from exc
         if not isinstance(met, bool) or not isinstance(item_id, str):
             raise LabelsError(f"{where}: 'met' must be true or false and 'item_id' a string")

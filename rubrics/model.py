@@ -1,4 +1,4 @@
-"""Pydantic models of a rubric file (SPEC section 1).
+"""Pydantic models of a rubric file (the format that README.md, "A rubric", describes).
 
 An item's check is kept as (key, raw config): check keys are open (entry points can add some), so the
 item model cannot list them as fields. The config is validated against the check's own model when

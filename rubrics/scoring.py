@@ -1,4 +1,4 @@
-"""Plan + trajectories + judge -> Results, with the scoring rule of SPEC section 1.
+"""Plan + trajectories + judge -> Results: score = 0 when a gate fails, else max(0, earned) / total.
 
 Every judge request of every trajectory goes to the judge in one call, so the engine can batch them
 and share prompt prefixes. Whatever goes wrong with one trajectory or one item (a trajectory that
@@ -53,8 +53,22 @@ def run_code_step(step: CodeStep, trajectory) -> ItemResult:
     return ItemResult(**base, status="met" if outcome.met else "unmet", evidence=outcome.evidence)
 
 
+def _impossible_probability(probability: Any) -> str | None:
+    """Why a verdict's probability cannot be reported (NaN would also make the JSON output invalid)."""
+    if probability is None:
+        return None
+    if isinstance(probability, bool) or not isinstance(probability, int | float):
+        return f"the judge returned probability {probability!r}, which is not a number"
+    if not 0.0 <= probability <= 1.0:   # also false for NaN
+        return f"the judge returned probability {probability!r}, which is not a number in [0, 1]"
+    return None
+
+
 def judge_item_result(step: JudgeStep, verdict: Verdict) -> ItemResult:
     item = step.item
+    impossible = _impossible_probability(verdict.probability)
+    if impossible is not None:
+        verdict = Verdict(met=None, probability=None, rationale=verdict.rationale, error=impossible)
     base = dict(id=item.id, kind=item.kind, text=item.label or None, points=item.points, method="judge",
                 probability=verdict.probability)
     if verdict.error is not None or verdict.met is None:

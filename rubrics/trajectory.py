@@ -1,20 +1,28 @@
-"""Trajectory v1 (SPEC section 2): the pydantic model and the loaders for the accepted input shapes.
+"""Trajectory format v1: the pydantic model and the loaders for the accepted input shapes.
 
-Accepted shapes: our object, a bare list of OpenAI chat messages, OpenAI tool calls whose arguments are a
-JSON string, and content given as a list of parts. Loading never lets a pydantic or JSON error escape: a
-broken trajectory becomes a `TrajectoryError` whose message names the file, the line and the field.
+A trajectory is one JSON object: `id`, optional `task_id`, the chat `messages` (role, content, tool calls),
+an optional `final_answer`, the end `state` (`outbox` emails, `files`, `tests` results) and free `metadata`.
+A .json file holds one trajectory or an array of them; a .jsonl file holds one a line. Also accepted: a bare
+list of OpenAI chat messages, OpenAI tool calls whose arguments are a JSON string, and content given as a
+list of parts. Loading never lets a pydantic, JSON or decoding error escape: a broken trajectory becomes a
+`TrajectoryError` whose message names the file, the line (and column, where there is one) and the field.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 from pydantic.json_schema import SkipJsonSchema
+
+from rubrics.json_text import MAX_NESTING  # noqa: F401 - re-exported: the nesting limit is part of the format
+from rubrics.json_text import JSONTextError, TextLine, decode_utf8, text_lines
+from rubrics.json_text import loads as _loads_json
 
 SEND_EMAIL_TOOL = "send_email"
 
@@ -70,7 +78,7 @@ def _parse_arguments(raw: Any) -> dict[str, Any]:
             return {}
         try:
             parsed = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):   # RecursionError: arguments nested past the interpreter's limit
             return {"_raw": raw}
         return parsed if isinstance(parsed, dict) else {"_raw": raw}
     return {"_raw": raw}
@@ -321,7 +329,11 @@ def _format_validation_error(error: ValidationError, limit: int = 3) -> str:
 
 
 def _default_id(data: Any) -> str:
-    digest = hashlib.sha1(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
+    try:
+        canonical = json.dumps(data, sort_keys=True, default=str)
+    except RecursionError:   # a dict built in Python can be nested past what the encoder can walk
+        raise _Problem("nested too deeply to derive an id from the content; give it an 'id'") from None
+    digest = hashlib.sha1(canonical.encode()).hexdigest()
     return f"trajectory-{digest[:10]}"
 
 
@@ -349,11 +361,9 @@ def _validate(data: Any, default_id: str | None) -> Trajectory:
 
 def _decode(text: str) -> Any:
     try:
-        return json.loads(text)
-    except json.JSONDecodeError as error:
-        raise _Problem(f"column {error.colno}: invalid JSON: {error.msg}", error.lineno - 1) from None
-    except RecursionError:
-        raise _Problem("invalid JSON: nested too deeply") from None
+        return _loads_json(text)
+    except JSONTextError as error:
+        raise _Problem(str(error), error.line - 1) from None
 
 
 def _load_one(text: str, path: str, line: int, default_id: str | None) -> Trajectory:
@@ -408,33 +418,110 @@ def _line_offset_of(text: str, loc: tuple) -> int:
     return text.count("\n", 0, position)
 
 
-def _looks_like_jsonl(path: Path, text: str) -> bool:
+def _looks_like_jsonl(path: Path, data: bytes) -> bool:
     if path.suffix.lower() in (".jsonl", ".ndjson"):
         return True
     if path.suffix.lower() == ".json":
         return False
-    lines = [line for line in text.splitlines() if line.strip()]
-    return len(lines) > 1 and all(line.lstrip()[:1] in "{[" for line in lines)
+    lines = [line for line in data.split(b"\n") if line.strip()]
+    return len(lines) > 1 and all(line.lstrip()[:1] in (b"{", b"[") for line in lines)
+
+
+JSON_WHITESPACE = " \t\r\n"
+
+
+def _jsonl_entries(path: Path, data: bytes) -> Iterator[Trajectory | TrajectoryLoadError]:
+    for line in text_lines(data):
+        if line.error is not None:
+            yield TrajectoryLoadError(f"{path}:{line.number}", str(line.error))
+        elif line.text.strip(JSON_WHITESPACE):  # a line of other blanks (a no-break space) is a bad line, not none
+            yield _load_entry(line, path)
+
+
+def _load_entry(line: TextLine, path: Path) -> Trajectory | TrajectoryLoadError:
+    try:
+        return _load_one(line.text, str(path), line.number, f"{path.stem}:{line.number}")
+    except TrajectoryLoadError as error:
+        return error
 
 
 def _entries(path: Path, text: str) -> Iterator[tuple[str, int, str]]:
-    """Yields (JSON text, first line, default id) for each trajectory in a file."""
-    if _looks_like_jsonl(path, text):
-        for number, line in enumerate(text.splitlines(), start=1):
-            if line.strip():
-                yield line, number, f"{path.stem}:{number}"
-        return
+    """Yields (JSON text, first line, default id) for each trajectory in a .json file."""
     try:
         data = _decode(text)
     except _Problem:
-        data = None  # _load_one decodes again and reports where
-    if isinstance(data, list) and data and all(isinstance(t, dict) and "messages" in t for t in data):
-        # A JSON array of trajectory objects: each element is an entry that starts on its own line.
-        for index, (start, end) in enumerate(_element_spans(text, len(data))):
-            line = text.count("\n", 0, start) + 1
-            yield text[start:end], line, f"{path.stem}:{index + 1}"
-        return
-    yield text, 1, path.stem
+        spans = _spans_of_a_trajectory_array(text)  # one bad element must not cost the others their results
+        if spans is None:
+            yield text, 1, path.stem  # _load_one decodes again and reports where
+            return
+    else:
+        if not (isinstance(data, list) and data and all(isinstance(t, dict) and "messages" in t for t in data)):
+            yield text, 1, path.stem
+            return
+        spans = _element_spans(text, len(data))
+    # A JSON array of trajectory objects: each element is an entry that starts on its own line.
+    for index, (start, end) in enumerate(spans):
+        line = text.count("\n", 0, start) + 1
+        yield text[start:end], line, f"{path.stem}:{index + 1}"
+
+
+def _spans_of_a_trajectory_array(text: str) -> list[tuple[int, int]] | None:
+    """For a file that did not decode as a whole: the element spans of its top-level array when the array itself
+    is well formed and every element that decodes alone is a trajectory object (the others are bad entries);
+    else None."""
+    spans = _top_level_array_spans(text)
+    if not spans:
+        return None
+    decoded_any = False
+    for start, end in spans:
+        try:
+            element = _decode(text[start:end])
+        except _Problem:
+            continue
+        if not (isinstance(element, dict) and "messages" in element):
+            return None
+        decoded_any = True
+    return spans if decoded_any else None
+
+
+_ARRAY_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{},]|[^"\[\]{},]+', re.DOTALL)
+
+
+def _top_level_array_spans(text: str) -> list[tuple[int, int]] | None:
+    """(start, end) offsets of the top-level elements of a JSON array, found by bracket depth alone, without
+    decoding them (so an element too deep or too big to decode still has its place); None when `text` is not a
+    bracket-balanced array. One pass, no recursion."""
+    position = _skip_blanks(text, 0)
+    if text[position:position + 1] != "[":
+        return None
+    depth, spans, element_start = 0, [], None
+    for token in _ARRAY_TOKENS.finditer(text, position):
+        value = token.group()
+        if value in ("[", "{"):
+            if depth == 1 and element_start is None:
+                element_start = token.start()
+            depth += 1
+        elif value in ("]", "}"):
+            depth -= 1
+            if depth == 0:
+                if element_start is not None:
+                    spans.append((element_start, _trim_end(text, token.start())))
+                return spans if not text[token.end():].strip() else None
+        elif value == ",":
+            if depth == 1:
+                if element_start is None:
+                    return None  # an empty element: not an array of trajectories
+                spans.append((element_start, _trim_end(text, token.start())))
+                element_start = None
+        elif depth == 1 and element_start is None and not value.isspace():  # a string, number or literal
+            element_start = token.start() + len(value) - len(value.lstrip())
+    return None
+
+
+def _trim_end(text: str, end: int) -> int:
+    while end > 0 and text[end - 1] in " \t\r\n":
+        end -= 1
+    return end
 
 
 def _element_spans(text: str, count: int) -> list[tuple[int, int]]:
@@ -453,12 +540,20 @@ def iter_trajectory_file(path: str | Path) -> Iterator[Trajectory | TrajectoryLo
     """Yields every trajectory of a .json or .jsonl file; a bad entry is yielded as a TrajectoryLoadError."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8-sig")
-    except (OSError, ValueError) as error:  # ValueError: undecodable bytes, or a NUL in the path
+        data = path.read_bytes().removeprefix(b"\xef\xbb\xbf")   # a UTF-8 byte order mark is not content
+    except (OSError, ValueError) as error:  # ValueError: a NUL in the path
         yield TrajectoryLoadError(str(path), f"cannot read: {error}")
         return
-    if not text.strip():
+    if not data.strip():
         yield TrajectoryLoadError(f"{path}:1", "empty file")
+        return
+    if _looks_like_jsonl(path, data):
+        yield from _jsonl_entries(path, data)
+        return
+    try:
+        text = decode_utf8(data)
+    except JSONTextError as error:
+        yield TrajectoryLoadError(f"{path}:{error.line}", str(error))
         return
     for entry, line, default_id in _entries(path, text):
         try:

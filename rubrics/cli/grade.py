@@ -29,7 +29,9 @@ def register(subparsers) -> None:
 
 
 def warn(message: str) -> None:
-    print(message, file=sys.stderr)
+    from rubrics.cli.table import printable
+
+    print(printable(message), file=sys.stderr)   # paths and messages can carry terminal escape sequences
 
 
 def collect_trajectories(paths: list[str]):
@@ -113,18 +115,24 @@ def run(args) -> int:
 
 
 def write_results(results, args) -> None:
-    import json
-
     from rubrics.cli.table import render_table
+    from rubrics.json_text import dumps
 
+    # Strict JSON (no NaN), lone surrogates escaped: the whole text is encoded before anything is written,
+    # so a value that cannot be written never leaves a truncated or empty --output file behind.
     if args.format == "jsonl":
-        text = "".join(json.dumps(r.to_dict(), ensure_ascii=False) + "\n" for r in results)
+        text = "".join(dumps(r.to_dict()) + "\n" for r in results)
     elif args.format == "json":
-        text = json.dumps([r.to_dict() for r in results], ensure_ascii=False, indent=2) + "\n"
+        text = dumps([r.to_dict() for r in results], indent=2) + "\n"
     else:
         text = render_table(results, verbose=args.verbose)
+    data = text.encode("utf-8")
     if args.output:
-        with open(args.output, "w", encoding="utf-8") as out:
-            out.write(text)
+        with open(args.output, "wb") as out:
+            out.write(data)
+    elif hasattr(sys.stdout, "buffer"):   # bytes: UTF-8 whatever the locale says stdout's encoding is
+        sys.stdout.flush()
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
     else:
         sys.stdout.write(text)

@@ -1,6 +1,23 @@
 """Plain-text result table (no rich dependency in the core)."""
 from __future__ import annotations
 
+import re
+
+# Characters a terminal acts on instead of showing: C0/C1 controls (ESC starts colour and cursor sequences),
+# line and paragraph separators, bidirectional overrides (they reorder what is shown), and lone surrogates
+# (not encodable as UTF-8). Ids, evidence and error messages come from trajectories and servers.
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+
+
+def _escape(match: re.Match) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def printable(text: str) -> str:
+    """Text safe to print on a terminal: each unprintable character as an escape such as \\x1b."""
+    return _UNPRINTABLE.sub(_escape, text)
+
 
 def _gates(result) -> str:
     return {True: "pass", False: "FAIL", None: "error"}[result.gates_passed]
@@ -12,7 +29,7 @@ def align(rows: list[list[str]]) -> list[str]:
 
 
 def _one_line(text: str, limit: int = 80) -> str:
-    text = " ".join(text.split())
+    text = printable(" ".join(text.split()))
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
@@ -21,13 +38,13 @@ def item_rows(result) -> list[list[str]]:
     for item in result.items:
         points = "gate" if item.kind == "gate" else f"{item.points:+d}"
         detail = item.error if item.status == "error" else item.evidence
-        rows.append([f"  {item.id}", item.status, item.method, points, _one_line(detail or "")])
+        rows.append([f"  {printable(item.id)}", item.status, item.method, points, _one_line(detail or "")])
     return rows
 
 
 def render_table(results, verbose: bool = False) -> str:
     header = ["trajectory", "score", "gates", "earned/total", "complete"]
-    summary = [header] + [[r.trajectory_id, f"{r.score:.3f}", _gates(r), f"{r.earned}/{r.total}",
+    summary = [header] + [[printable(r.trajectory_id), f"{r.score:.3f}", _gates(r), f"{r.earned}/{r.total}",
                            "yes" if r.complete else "NO"] for r in results]
     aligned = align(summary)
     if not verbose:
@@ -41,6 +58,6 @@ def render_table(results, verbose: bool = False) -> str:
             lines += [line] + [next(item_lines) for _ in rows]
     errors = [i for r in results for i in r.items if i.status == "error"]
     if errors:
-        lines.append(f"incomplete: {len(errors)} item(s) could not be evaluated (e.g. {errors[0].error}); "
+        lines.append(f"incomplete: {len(errors)} item(s) could not be evaluated (e.g. {printable(errors[0].error)}); "
                      "they count as 0, so those scores are partial")
     return "\n".join(lines) + "\n"

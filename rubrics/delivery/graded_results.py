@@ -7,12 +7,13 @@ solvable, and one that fails marks the task flaky or broken.
 """
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from rubrics.json_text import JSONTextError, escape_surrogates, loads, text_lines
 
 _REFERENCE_ID = re.compile(r"(?:^|[/:#._-])reference$", re.IGNORECASE)
 
@@ -25,6 +26,12 @@ class GradedAttempt(BaseModel):
     task_id: str | None = None
     score: float = Field(ge=0, le=1)
     complete: bool = True
+
+    @field_validator("trajectory_id", "task_id", mode="before")
+    @classmethod
+    def _writable(cls, value: object) -> object:
+        # The spelling `rubric grade` writes, so the id validates and calibration.json encodes as UTF-8.
+        return escape_surrogates(value) if isinstance(value, str) else value
 
     @property
     def is_reference(self) -> bool:
@@ -41,27 +48,35 @@ def read_results(path: Path, shown: str | None = None) -> ResultsFile:
     """Every usable Result in the file; a bad line is reported and skipped, never fatal."""
     shown = shown or str(path)
     attempts, problems = [], []
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                data = json.loads(line)
-            except json.JSONDecodeError as exc:
-                problems.append(f"{shown}:{number}: invalid JSON: {exc.msg}")
-                continue
-            if isinstance(data, dict) and "score" not in data and "error" in data:
-                problems.append(f"{shown}:{number}: not graded: {data['error']}")
-                continue
-            try:
-                attempt = GradedAttempt.model_validate(data)
-            except ValidationError as exc:
-                first = exc.errors()[0]
-                field = ".".join(str(p) for p in first["loc"]) or "(line)"
-                problems.append(f"{shown}:{number}: {field}: {first['msg']}")
-                continue
-            if attempt.task_id is None:
-                problems.append(f"{shown}:{number}: task_id: missing, cannot assign {attempt.trajectory_id!r} to a task")
-                continue
-            attempts.append(attempt)
+    for line in text_lines(path.read_bytes()):
+        if line.text is not None and not line.text.strip():
+            continue
+        try:
+            attempts.append(_attempt(line))
+        except _Unusable as exc:
+            problems.append(f"{escape_surrogates(shown)}:{line.number}: {exc}")
     return ResultsFile(attempts, problems)
+
+
+class _Unusable(Exception):
+    """A results line that is not a usable Result; the message says why."""
+
+
+def _attempt(line) -> GradedAttempt:
+    if line.error is not None:
+        raise _Unusable(str(line.error))
+    try:
+        data = loads(line.text)
+    except JSONTextError as exc:
+        raise _Unusable(str(exc)) from None
+    if isinstance(data, dict) and "score" not in data and "error" in data:
+        raise _Unusable(escape_surrogates(f"not graded: {data['error']}"))
+    try:
+        attempt = GradedAttempt.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(p) for p in first["loc"]) or "(line)"
+        raise _Unusable(escape_surrogates(f"{field}: {first['msg']}")) from None
+    if attempt.task_id is None:
+        raise _Unusable(f"task_id: missing, cannot assign {attempt.trajectory_id!r} to a task")
+    return attempt

@@ -5,7 +5,7 @@ ENGINE_MODULES = frozenset({"torch", "transformers", "tokenizers", "safetensors"
                             "numpy", "judge_engine", "triton"})
 ENGINE_INSTALL = "pip install 'agent-rubrics[engine]'"
 HTTP_MODULES = frozenset({"httpx"})
-HTTP_INSTALL = "pip install 'agent-rubrics[serve]'"
+HTTP_INSTALL = "pip install 'agent-rubrics[openai]'"
 
 
 class MissingExtraError(ImportError):
@@ -63,7 +63,7 @@ def require_engine() -> None:
 
 
 def make_embedded_judge(**options):
-    """The default judge (SPEC: judge=None means the embedded engine judge)."""
+    """The default judge: `judge=None` (and `rubric grade` without --judge) means the embedded engine judge."""
     require_engine()
     cls = import_judge_class("embedded", "EmbeddedJudge")
     try:

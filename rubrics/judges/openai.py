@@ -184,7 +184,9 @@ def choice_probability(choice: dict[str, Any]) -> float | None:
 
     Only the exact answer tokens count, as in the embedded judge's choice method, so the two judges agree on one
     model. When one answer is outside the top-k, its log-probability is at most the smallest one shown, and that
-    bound stands in for it (a conservative probability). None when neither answer is shown.
+    bound stands in for it (a conservative probability). None when neither answer is shown. A log-probability
+    that no distribution can have (NaN, infinite, positive, not a number) raises JudgeAnswerError: a verdict
+    computed from it would be a silent guess.
     """
     content = (choice.get("logprobs") or {}).get("content")
     if not content or not isinstance(content[0], dict):
@@ -196,16 +198,35 @@ def choice_probability(choice: dict[str, Any]) -> float | None:
     candidates = {first.get("token"): first.get("logprob")}
     for entry in top:
         candidates.setdefault(entry.get("token"), entry.get("logprob"))
-    shown = {token: float(lp) for token, lp in candidates.items() if isinstance(lp, (int, float))}
-    if not shown:
-        return None
+    shown = {token: checked_logprob(token, lp) for token, lp in candidates.items()}
     yes, no = (shown.get(answer) for answer in prompts.ANSWER_CHOICES)
     if yes is None and no is None:
         return None
     floor = min(shown.values())
     yes = floor if yes is None else yes
     no = floor if no is None else no
-    return 1.0 / (1.0 + math.exp(no - yes))
+    return _sigmoid(yes - no)
+
+
+# Servers compute log-softmax in float16/float32: the top token's value can come out a hair above 0.
+LOGPROB_ROUNDING = 1e-4
+
+
+def checked_logprob(token: Any, value: Any) -> float:
+    """The log-probability as a float <= 0, or JudgeAnswerError saying what the server sent instead."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) \
+            or value > LOGPROB_ROUNDING:
+        raise JudgeAnswerError(f"the server returned log-probability {value!r} for token {token!r}; "
+                               "expected a finite number <= 0")
+    return min(float(value), 0.0)
+
+
+def _sigmoid(x: float) -> float:
+    """1 / (1 + exp(-x)) without overflow for log-probability gaps of any size."""
+    if x >= 0:
+        return 1.0 / (1.0 + math.exp(-x))
+    exp_x = math.exp(x)
+    return exp_x / (1.0 + exp_x)
 
 
 def parse_one_word_answer(text: Any) -> bool | None:

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 from pydantic import ValidationError
-from trajectory_factory import make_trajectory, spec_example
+from trajectory_factory import make_trajectory, readme_example
 
 from rubrics.checks import get_check, run_check, validate_config
 from rubrics.trajectory import load_trajectory
@@ -87,7 +87,7 @@ def test_no_email_sent():
 
 
 def test_emails_from_send_email_tool_calls():
-    data = spec_example()
+    data = readme_example()
     del data["state"]["outbox"]
     trajectory = load_trajectory(data)
     assert run_check("email_sent", {"to": "cfo@acme.test", "subject": "Q3*"}, trajectory).met

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
-from trajectory_factory import spec_example
+from trajectory_factory import readme_example
 
 from rubrics.checks import CheckError, get_check, run_check
 from rubrics.trajectory import load_trajectory
@@ -88,7 +88,7 @@ def key_and_config(draw):
     return key, sometimes_anything(draw, check_config(key))
 
 
-TRAJECTORY = load_trajectory(spec_example())
+TRAJECTORY = load_trajectory(readme_example())
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])

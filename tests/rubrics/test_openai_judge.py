@@ -246,3 +246,76 @@ def test_cli_grade_with_a_failing_server_exits_non_zero_with_a_clear_message(tmp
     # the code-checked items of the same trajectory are still graded
     assert {item["status"] for item in result["items"] if item["method"] == "code"} <= {"met", "unmet"}
     assert len(calls) == 5 * len(judged)
+
+
+# -------------------------------------------------------------------- impossible log-probabilities
+
+
+def raw_logprob_answer(yes_logprob: str) -> str:
+    """A chat completion written by hand, since a strict JSON encoder cannot emit NaN or Infinity."""
+    top = f'[{{"token": "Yes", "logprob": {yes_logprob}}}, {{"token": "No", "logprob": -1.5}}]'
+    return ('{"id": "c", "object": "chat.completion", "created": 0, "model": "m", "choices": [{"index": 0, '
+            '"message": {"role": "assistant", "content": "Yes"}, "logprobs": {"content": [{"token": "Yes", '
+            f'"logprob": {yes_logprob}, "top_logprobs": {top}}}]}}, "finish_reason": "length"}}]}}')
+
+
+@pytest.fixture(scope="module")
+def raw_server():
+    """Answers with the raw log-probability text named by the <<RAW:...>> marker in the item text."""
+    from starlette.responses import Response
+
+    async def chat(request: Request):
+        body = await request.json()
+        text = "\n".join(m["content"] for m in body["messages"])
+        value = re.findall(r"<<RAW:([^>]+)>>", text)[0]
+        return Response(raw_logprob_answer(value), media_type="application/json")
+
+    app = Starlette(routes=[Route("/v1/chat/completions", chat, methods=["POST"])])
+    with BackgroundServer(app) as running:
+        yield running
+
+
+@pytest.mark.parametrize(("raw", "shown"), [("NaN", "nan"), ("Infinity", "inf"), ("-Infinity", "-inf"),
+                                            ("0.5", "0.5"), ("true", "True"), ('"-0.1"', "'-0.1'"),
+                                            ("null", "None")])
+def test_an_impossible_logprob_makes_the_item_an_error_not_a_silent_unmet(raw_server, raw, shown):
+    judge = OpenAIJudge(base_url=raw_server.url + "/v1", model="m")
+    bad, fine = judge.judge([request("a", f"x <<RAW:{raw}>>"), request("b", "y <<RAW:-0.2>>")])
+    assert bad.met is None and bad.probability is None
+    assert f"log-probability {shown} for token 'Yes'" in bad.error
+    assert fine.error is None and fine.probability == pytest.approx(1 / (1 + math.exp(-1.5 + 0.2)))
+
+
+def test_extreme_but_finite_logprobs_give_a_probability_not_an_overflow():
+    def choice(yes: float, no: float) -> dict:
+        top = [{"token": "Yes", "logprob": yes}, {"token": "No", "logprob": no}]
+        return {"logprobs": {"content": [{"token": "Yes", "logprob": yes, "top_logprobs": top}]}}
+
+    assert choice_probability(choice(-1e308, -0.0)) == 0.0
+    assert choice_probability(choice(-0.0, -1e308)) == 1.0
+
+
+def test_cli_grade_with_a_nan_server_writes_strict_json_and_exits_non_zero(raw_server, tmp_path):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from rubric_fakes import REPO
+
+    rubric = tmp_path / "rubric.yaml"
+    rubric.write_text("version: 1\nid: r\ntask: t\ncriteria:\n  - {id: j, points: 1, judge: 'polite <<RAW:NaN>>'}\n")
+    runs = tmp_path / "runs.jsonl"
+    runs.write_text('{"id": "a", "messages": [{"role": "assistant", "content": "hi"}]}\n')
+    done = subprocess.run([sys.executable, "-m", "rubrics.cli.main", "grade", str(rubric), str(runs), "--judge",
+                           "openai", "--base-url", raw_server.url + "/v1", "--model", "m", "--format", "jsonl"],
+                          capture_output=True, text=True, cwd=REPO, timeout=120,
+                          env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    assert done.returncode == 1, done.stderr
+
+    def reject(name):
+        raise AssertionError(f"{name} is not JSON")
+
+    [result] = [json.loads(line, parse_constant=reject) for line in done.stdout.splitlines()]
+    assert result["complete"] is False and result["items"][0]["status"] == "error"
+    assert result["items"][0]["probability"] is None and "log-probability nan" in result["items"][0]["error"]

@@ -1,9 +1,11 @@
-"""`pre-commit try-repo` with the rubric-lint hook: passes on the example rubric, fails on a broken one.
+"""The rubric-lint hook from a hook repository: passes on the example rubric, fails on a broken one.
 
-try-repo installs the hook repository into a fresh virtualenv, so the test builds a throwaway git
-repository holding a copy of the package (the project's own repository is never touched).
+`pre-commit try-repo`, and the README's hook-repository recipe run verbatim, both install the hook repository
+into a fresh virtualenv, so the tests build a throwaway git repository holding a copy of the package (the
+project's own repository is never touched). tests/test_readme_precommit.py runs the README's local recipe.
 """
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -67,3 +69,38 @@ def test_try_repo_passes_on_the_example_and_fails_on_a_broken_rubric(hook_repo, 
     bad = try_repo(hook_repo, target, home)
     assert bad.returncode == 1, bad.stdout + bad.stderr
     assert "Failed" in bad.stdout and "team.rubric.yaml:17:34: error: criteria[0].points" in bad.stdout and "[zero-points]" in bad.stdout
+
+
+def readme_hook_repository_recipe() -> str:
+    section = (REPO / "README.md").read_text(encoding="utf-8").split("### pre-commit", 1)[1].split("\n## ", 1)[0]
+    blocks = [body for body in re.findall(r"^```bash\n(.*?)^```$", section, re.MULTILINE | re.DOTALL)
+              if "rev:" in body]
+    assert len(blocks) == 1, "the README shows one hook-repository recipe"
+    return blocks[0]
+
+
+def test_the_readme_hook_repository_recipe_works_verbatim(hook_repo, tmp_path):
+    """The recipe expects a clone of this repository at ../agent-rubrics, next to the project."""
+    recipe = readme_hook_repository_recipe()
+    (tmp_path / "agent-rubrics").symlink_to(hook_repo, target_is_directory=True)
+    target = tmp_path / "project"
+    (target / "rubrics").mkdir(parents=True)
+    shutil.copy2(EXAMPLE_RUBRIC, target / "rubrics" / "rubric.yaml")
+    git(target, "init", "-q")
+    git(target, "add", "-A")
+    env = {**os.environ, "PRE_COMMIT_HOME": str(tmp_path / "pre-commit-home"),
+           "PATH": os.path.dirname(pre_commit_executable()) + os.pathsep + os.environ.get("PATH", "")}
+
+    good = subprocess.run(["bash", "-c", recipe], cwd=target, env=env, capture_output=True, text=True, timeout=900)
+    assert good.returncode == 0, good.stdout + good.stderr
+    assert re.search(r"rubric lint\.+Passed", good.stdout), good.stdout
+    config = (target / ".pre-commit-config.yaml").read_text()
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=hook_repo, capture_output=True, text=True).stdout.strip()
+    assert f"rev: {head}" in config and f"repo: {tmp_path / 'agent-rubrics'}" in config
+
+    (target / "team.rubric.yaml").write_text(EXAMPLE_RUBRIC.read_text().replace("points: 3", "points: 0"))
+    git(target, "add", "-A")
+    bad = subprocess.run([pre_commit_executable(), "run", "--all-files"], cwd=target, env=env, capture_output=True,
+                         text=True, timeout=900)
+    assert bad.returncode == 1, bad.stdout + bad.stderr
+    assert "team.rubric.yaml:17:34: error: criteria[0].points" in bad.stdout and "[zero-points]" in bad.stdout

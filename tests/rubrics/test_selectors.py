@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import pytest
-from trajectory_factory import make_trajectory, spec_example
+from trajectory_factory import make_trajectory, readme_example
 
 from rubrics.selectors import KNOWN_SELECTOR_PREFIXES, Selection, is_valid_selector, select
 from rubrics.trajectory import load_trajectory
@@ -9,7 +9,7 @@ from rubrics.trajectory import load_trajectory
 
 @pytest.fixture
 def trajectory():
-    data = spec_example()
+    data = readme_example()
     data["messages"].append({"role": "assistant", "content": "Draft one."})
     data["state"]["files"]["data/q3.json"] = {"total": 4820000}
     data["state"]["budget"] = {"travel": {"q3": [41.5, 48.2]}}

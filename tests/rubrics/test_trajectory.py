@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from trajectory_factory import spec_example
+from trajectory_factory import readme_example
 
 from rubrics.trajectory import (
     Trajectory,
@@ -17,8 +17,8 @@ from rubrics.trajectory import (
 )
 
 
-def test_spec_example_loads_with_every_field():
-    t = load_trajectory(spec_example())
+def test_readme_example_loads_with_every_field():
+    t = load_trajectory(readme_example())
     assert (t.id, t.task_id) == ("attempt-03", "task-0417")
     assert [m.role for m in t.messages] == ["user", "assistant", "tool"]
     assert t.messages[1].tool_calls[0].arguments == {"to": ["cfo@acme.test"], "subject": "Q3 MIS"}
@@ -32,7 +32,7 @@ def test_spec_example_loads_with_every_field():
 
 def test_dump_uses_from_alias_and_leaves_source_out(tmp_path: Path):
     path = tmp_path / "a.json"
-    path.write_text(json.dumps(spec_example()))
+    path.write_text(json.dumps(readme_example()))
     t = load_trajectory(path)
     assert t.source == f"{path}:1"
     dumped = t.model_dump(by_alias=True)
@@ -94,7 +94,7 @@ def test_content_parts_are_flattened_and_tool_use_parts_become_calls():
 
 
 def test_emails_come_from_send_email_calls_when_outbox_is_absent():
-    data = spec_example()
+    data = readme_example()
     del data["state"]["outbox"]
     data["messages"][1]["tool_calls"][0]["arguments"] = {
         "to": "cfo@acme.test, ceo@acme.test",
@@ -110,13 +110,13 @@ def test_emails_come_from_send_email_calls_when_outbox_is_absent():
 
 
 def test_empty_outbox_wins_over_tool_calls():
-    data = spec_example()
+    data = readme_example()
     data["state"]["outbox"] = []
     assert load_trajectory(data).emails() == []
 
 
 def test_final_text_prefers_final_answer_then_last_assistant_text():
-    data = spec_example()
+    data = readme_example()
     assert load_trajectory(data).final_text().startswith("Q3 travel MIS")
     del data["final_answer"]
     data["messages"].append({"role": "assistant", "content": "done"})
@@ -126,16 +126,16 @@ def test_final_text_prefers_final_answer_then_last_assistant_text():
 
 
 def test_validation_error_names_field_path():
-    data = spec_example()
+    data = readme_example()
     data["messages"][2] = {"content": "no role"}
     with pytest.raises(TrajectoryError, match=r"field messages\.2\.role: Field required"):
         load_trajectory(data)
 
 
 def test_jsonl_bad_line_is_yielded_and_the_rest_still_load(tmp_path: Path):
-    good = spec_example()
+    good = readme_example()
     del good["id"]
-    bad = spec_example()
+    bad = readme_example()
     bad["state"]["outbox"][0]["attachments"] = [{"content": 3.5, "name": []}]
     path = tmp_path / "run.jsonl"
     path.write_text("\n".join([json.dumps(good), "{not json", "", json.dumps(bad), json.dumps(good)]) + "\n")
@@ -149,7 +149,7 @@ def test_jsonl_bad_line_is_yielded_and_the_rest_still_load(tmp_path: Path):
 
 
 def test_json_file_with_list_of_trajectories_reports_each_start_line(tmp_path: Path):
-    first, second = spec_example(), spec_example()
+    first, second = readme_example(), readme_example()
     second["messages"] = "not a list"
     path = tmp_path / "batch.json"
     path.write_text(json.dumps([first, second], indent=2))
@@ -177,13 +177,13 @@ def test_missing_file_is_an_entry_not_an_exception(tmp_path: Path):
 
 def test_load_trajectory_refuses_a_file_with_several(tmp_path: Path):
     path = tmp_path / "two.jsonl"
-    path.write_text(json.dumps(spec_example()) + "\n" + json.dumps(spec_example()) + "\n")
+    path.write_text(json.dumps(readme_example()) + "\n" + json.dumps(readme_example()) + "\n")
     with pytest.raises(TrajectoryError, match="holds 2 trajectories"):
         load_trajectory(path)
 
 
 def test_load_trajectory_accepts_json_text_and_a_trajectory():
-    t = load_trajectory(json.dumps(spec_example()))
+    t = load_trajectory(json.dumps(readme_example()))
     assert load_trajectory(t) is t
     with pytest.raises(TrajectoryError):
         load_trajectory(42)  # type: ignore[arg-type]
@@ -221,7 +221,7 @@ def test_random_json_only_ever_raises_trajectory_error(data):
 
 
 def test_json_file_validation_error_names_the_line_of_the_field(tmp_path: Path):
-    data = spec_example()
+    data = readme_example()
     data["state"]["outbox"][0]["attachments"] = [{"content": "x"}, {"name": ["not", "text"]}]
     path = tmp_path / "one.json"
     text = json.dumps(data, indent=2)
@@ -247,6 +247,8 @@ def test_jsonl_yields_one_entry_per_non_blank_line_and_never_raises(tmp_path_fac
     path.write_text("\n".join(lines), encoding="utf-8")
     text = path.read_text(encoding="utf-8-sig")
     entries = list(iter_trajectory_file(path))
-    expected = len([line for line in text.splitlines() if line.strip()]) or 1  # an empty file is one error
+    # Lines end at "\n" only: U+2028 and the other characters splitlines() breaks at are content. A line is blank
+    # only when it holds nothing but JSON whitespace: a line of no-break spaces is a bad line.
+    expected = len([line for line in text.split("\n") if line.strip(" \t\r\n")]) or 1  # an empty file is one error
     assert len(entries) == expected
     assert all(isinstance(e, Trajectory | TrajectoryLoadError) for e in entries)

@@ -1,4 +1,4 @@
-"""Trajectories for the check and selector tests: the SPEC example, and a builder for variations."""
+"""Trajectories for the check and selector tests: the README's example trajectory, and a builder for variations."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 
 from rubrics.trajectory import Trajectory, load_trajectory
 
-SPEC_EXAMPLE: dict[str, Any] = {
+README_EXAMPLE: dict[str, Any] = {
     "id": "attempt-03",
     "task_id": "task-0417",
     "messages": [
@@ -41,8 +41,8 @@ SPEC_EXAMPLE: dict[str, Any] = {
 }
 
 
-def spec_example() -> dict[str, Any]:
-    return copy.deepcopy(SPEC_EXAMPLE)
+def readme_example() -> dict[str, Any]:
+    return copy.deepcopy(README_EXAMPLE)
 
 
 def make_trajectory(

@@ -1,0 +1,151 @@
+"""JSON text from users in, strict JSON out: the hostile cases that `json.loads` and `json.dumps` leave open.
+
+Reading: a decode failure of any kind (bad syntax, an integer literal past Python's digit limit, nesting past
+MAX_NESTING, bytes that are not UTF-8) becomes one `JSONTextError` with the line and column of the culprit,
+so a loader can report it against the right line and keep going. Writing: `dumps` refuses NaN and infinities
+(strict JSON) and spells lone surrogates, which UTF-8 cannot carry, as the text `\\udXXX`.
+"""
+from __future__ import annotations
+
+import json
+import re
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+# Deeper documents are refused up front: Python's decoder and any recursive code reading the decoded value
+# (validation, selectors, checks) would otherwise hit the interpreter's recursion limit, near 1,000 frames.
+MAX_NESTING = 500
+
+# A JSON string token, consumed whole so that brackets and digits inside strings are never counted.
+_STRING = r'"[^"\\]*(?:\\.[^"\\]*)*"'
+_BRACKETS = re.compile(_STRING + r"|[\[\]{}]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+class JSONTextError(ValueError):
+    """Text that does not decode; line and column (1-based) are relative to the text given."""
+
+    def __init__(self, message: str, line: int = 1, column: int | None = None):
+        super().__init__(f"column {column}: {message}" if column is not None else message)
+        self.reason = message
+        self.line = line
+        self.column = column
+
+
+@dataclass(frozen=True)
+class TextLine:
+    """One line of a JSON Lines file: its text, or why its bytes are not text."""
+
+    number: int
+    text: str | None
+    error: JSONTextError | None = None
+
+
+def position(text: str, offset: int) -> tuple[int, int]:
+    """(line, column), both 1-based, of a character offset."""
+    line_start = text.rfind("\n", 0, offset) + 1
+    return text.count("\n", 0, offset) + 1, offset - line_start + 1
+
+
+def _error_at(text: str, offset: int, message: str) -> JSONTextError:
+    line, column = position(text, offset)
+    return JSONTextError(message, line, column)
+
+
+def loads(text: str) -> Any:
+    """json.loads, with every failure a positioned JSONTextError."""
+    too_deep = _nesting_overflow(text)
+    if too_deep is not None:
+        raise _error_at(text, too_deep, f"nested deeper than {MAX_NESTING} levels")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise JSONTextError(f"invalid JSON: {error.msg}", error.lineno, error.colno) from None
+    except RecursionError:   # only when the caller's own stack is already deep
+        raise JSONTextError(f"nested too deeply for the decoder (limit {MAX_NESTING} levels)") from None
+    except ValueError as error:   # int() refused a literal longer than sys.get_int_max_str_digits()
+        raise _long_integer_error(text, error) from None
+
+
+def _nesting_overflow(text: str) -> int | None:
+    """Offset of the first bracket that opens level MAX_NESTING + 1, outside strings; None if there is none."""
+    if text.count("[") + text.count("{") <= MAX_NESTING:   # cheap: most documents cannot be that deep
+        return None
+    depth = 0
+    for match in _BRACKETS.finditer(text):
+        token = match.group()
+        if token in "[{":
+            depth += 1
+            if depth > MAX_NESTING:
+                return match.start()
+        elif token in "]}":
+            depth -= 1
+    return None
+
+
+def _long_integer_error(text: str, error: ValueError) -> JSONTextError:
+    limit = sys.get_int_max_str_digits()
+    # Lookarounds keep the integer part of a long float (which decodes fine) from matching.
+    literal = re.compile(_STRING + rf"|(?<![\d.eE+-])-?\d{{{limit + 1},}}(?![\d.eE])")
+    for match in literal.finditer(text):
+        if not match.group().startswith('"'):
+            digits = len(match.group().lstrip("-"))
+            return _error_at(text, match.start(),
+                             f"integer literal of {digits} digits is longer than the {limit} digits allowed")
+    return JSONTextError(f"invalid JSON: {error}")
+
+
+def decode_utf8(data: bytes) -> str:
+    """bytes -> str, or a JSONTextError at the line and column of the first byte that is not UTF-8."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        before = data[: error.start].decode("utf-8")   # valid up to the first bad byte
+        line, column = position(before, len(before))
+        bad = data[error.start : error.end].hex(" ")
+        raise JSONTextError(f"invalid UTF-8 (byte 0x{bad.replace(' ', ' 0x')}: {error.reason})",
+                            line, column) from None
+
+
+def text_lines(data: bytes) -> Iterator[TextLine]:
+    """The lines of a JSON Lines file, each decoded on its own so that one bad line costs only itself.
+
+    Lines end at "\\n" only: U+2028, U+0085 and friends may appear raw inside JSON strings.
+    """
+    try:
+        lines: list[str | bytes] = list(data.decode("utf-8").split("\n"))
+    except UnicodeDecodeError:
+        lines = list(data.split(b"\n"))
+    for number, line in enumerate(lines, start=1):
+        if isinstance(line, str):
+            yield TextLine(number, line)
+            continue
+        try:
+            yield TextLine(number, decode_utf8(line))
+        except JSONTextError as error:
+            yield TextLine(number, None, error)
+
+
+def escape_surrogates(text: str) -> str:
+    """Lone surrogates (from a JSON "\\ud800" escape) as the text \\ud800: UTF-8 cannot encode them."""
+    if text.isascii() or _SURROGATE.search(text) is None:
+        return text
+    return _SURROGATE.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
+
+
+def without_surrogates(value: Any) -> Any:
+    """A JSON-ready value with escape_surrogates applied to every string, keys included."""
+    if isinstance(value, str):
+        return escape_surrogates(value)
+    if isinstance(value, dict):
+        return {escape_surrogates(k) if isinstance(k, str) else k: without_surrogates(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [without_surrogates(v) for v in value]
+    return value
+
+
+def dumps(value: Any, **options: Any) -> str:
+    """Strict JSON that encodes to UTF-8: NaN and infinities raise ValueError, surrogates are escaped."""
+    return json.dumps(without_surrogates(value), ensure_ascii=False, allow_nan=False, **options)
