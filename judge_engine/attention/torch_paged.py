@@ -12,7 +12,7 @@ query's computation depends only on its own position ``p`` and the keys, never o
 
 torch's CPU flash-attention kernel cuts each (batch, head) slice of queries into blocks of 32 rows when a call has
 fewer than 192 queries, and multiplies each block by the keys with one matrix product. Every call here has
-exactly QUERY_TILE = 32 queries per slice (padded), so every block is a full 32-row product of the same shape:
+a whole number of QUERY_TILE = 32 queries per slice (padded), at most 160, so every block is a full 32-row product:
 a query's scores and weighted values are summed in the same order whatever the other rows of its tile are
 (the premise of judge_engine/models/row_tiles.py, checked by tests/judge_engine/test_row_tiles.py). Keys
 are read in blocks of at most 512 whose sizes depend only on the number of keys, which the query's position
@@ -43,8 +43,11 @@ from judge_engine.models.elementwise import apply_blockwise
 # Keys per segment. Query p computes at most SEGMENT - 1 masked keys of its own segment; a smaller
 # segment wastes less but makes more (and smaller) kernel calls. Rounded up to a multiple of the block size.
 SEGMENT = 128
-# Query rows per flash-attention call and (batch, head) slice: below 192 rows torch's kernel works in blocks of 32.
+# torch's kernel works in blocks of 32 query rows when a (batch, head) slice has fewer than 192: every slice here
+# has a whole number of such tiles, at most CALL_TILES of them.
 QUERY_TILE = 32
+CALL_TILES = 5
+CALL_ROWS = QUERY_TILE * CALL_TILES
 # Own-segment pieces are padded to a multiple of this many query positions (small ones to a power of two, so a
 # decode step's one-token pieces stay one row), so that pieces of similar size share one batched call while the
 # padding stays a few rows per piece.
@@ -211,13 +214,19 @@ def _tiled(rows: int) -> int:
     return -(-rows // QUERY_TILE) * QUERY_TILE
 
 
+def _in_calls(rows: int) -> int:
+    """Rows padded so that they split into slices of one size: whole query tiles up to CALL_ROWS, else whole
+    CALL_ROWS slices (a group's slices then share one call, as its batch)."""
+    return _tiled(rows) if rows <= CALL_ROWS else -(-rows // CALL_ROWS) * CALL_ROWS
+
+
 def _before_group(keys: int, prefix: np.ndarray, ranges: list[range], heads: _Heads) -> _BeforeGroup:
     tokens = torch.tensor([t for r in ranges for t in r], dtype=torch.int64)
     first = int(prefix[0])
     consecutive = bool((prefix == np.arange(first, first + prefix.shape[0])).all())
     call_rows = heads.call_rows(tokens).reshape(heads.num_kv_heads, -1)
     real_rows = call_rows.shape[1]
-    padding = call_rows[:, :1].expand(-1, _tiled(real_rows) - real_rows)
+    padding = call_rows[:, :1].expand(-1, _in_calls(real_rows) - real_rows)
     return _BeforeGroup(keys, torch.from_numpy(prefix.copy()), first if consecutive else None,
                         torch.cat([call_rows, padding], dim=1).reshape(-1), real_rows, call_rows.reshape(-1))
 
@@ -265,10 +274,10 @@ def _attend_own_segments(rows, k_cache, v_cache, pieces: _PieceClass, heads: _He
     keys, values = keys.permute(0, 2, 1, 3), values.permute(0, 2, 1, 3)
     result = torch.empty_like(queries)
     result_lse = torch.empty(queries.shape[:-1], dtype=torch.float32)
-    for start in range(0, queries.shape[2], QUERY_TILE):  # one call per query tile: every call has QUERY_TILE rows
-        tile = slice(start, start + QUERY_TILE)
-        result[:, :, tile], result_lse[:, :, tile] = _flash(queries[:, :, tile], keys, values, scale,
-                                                            pieces.mask[:, :, tile])
+    for start in range(0, queries.shape[2], CALL_ROWS):  # a piece's slices differ in keys: one call per CALL_ROWS
+        tiles = slice(start, start + CALL_ROWS)
+        result[:, :, tiles], result_lse[:, :, tiles] = _flash(queries[:, :, tiles], keys, values, scale,
+                                                              pieces.mask[:, :, tiles])
     result, result_lse = result.view(-1, head_dim), result_lse.view(-1)
     if pieces.real is not None:
         result, result_lse = result.index_select(0, pieces.real), result_lse.index_select(0, pieces.real)
@@ -281,8 +290,10 @@ def _attend_before(rows, k_cache, v_cache, before: _BeforeGroup, heads: _Heads, 
     """Unmasked attention of the group's queries over keys ``[0, before.keys)``, merged into what ``out`` and
     ``lse`` hold for them (their own segment)."""
     kv_heads, head_dim = heads.num_kv_heads, heads.head_dim
-    # the query tiles of every KV head become the call's batch, all reading the same keys (a stride-0 view)
-    queries = rows.index_select(0, before.query_rows).view(kv_heads, -1, QUERY_TILE, head_dim).transpose(0, 1)
+    # the slices of every KV head's rows become the call's batch, all reading the same keys (a stride-0 view)
+    num_rows = before.query_rows.shape[0] // kv_heads
+    slice_rows = min(num_rows, CALL_ROWS)
+    queries = rows.index_select(0, before.query_rows).view(kv_heads, -1, slice_rows, head_dim).transpose(0, 1)
     num_tiles = queries.shape[0]
     if before.first_block is not None:
         blocks = slice(before.first_block, before.first_block + before.blocks.shape[0])
