@@ -38,7 +38,7 @@ USER_SECTIONS = [
     "Development",
 ]
 DOC_PAGES = ["README.md", "architecture.md", "judge-prompts.md", "engine.md", "engine-design.md", "kernels.md",
-             "benchmarks.md", "lint-codes.md"]
+             "benchmarks.md", "lint-codes.md", "judge-quality.md"]
 # What a user must find in the section where they would look for it.
 PLACED = {
     "### Determinism: what is guaranteed on which hardware": "Judges, and how far to trust them",
@@ -104,7 +104,7 @@ def test_engine_kernel_and_benchmark_internals_live_in_docs_not_in_the_readme():
     readme = text(README)
     internals = {
         "engine.md": "engine.add_request(request_id, prompt, params, stream=True)",
-        "engine-design.md": "as calls of exactly 64 rows",
+        "engine-design.md": "as tiles of exactly 32 rows",
         "kernels.md": "TRITON_INTERPRET=1",
         "benchmarks.md": "| one at a time | 64/64 | 302.7 s |",
         "architecture.md": "rubrics/compiler.py: Rubric ─► Plan",
