@@ -12,17 +12,17 @@ import json
 import math
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.package_copy import copy_package
+
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[1]
-PACKAGE_FILES = ["pyproject.toml", "README.md", "rubrics", "judge_engine"]
 RUBRIC = "examples/cfo-mis/rubric.yaml"
 TRAJECTORY = "examples/cfo-mis/trajectories/01-all-gates-pass.json"
 JUDGED_ITEMS = 5   # judge items of examples/cfo-mis/rubric.yaml
@@ -52,15 +52,7 @@ def grade_openai(venv: Path, base_url: str, output: Path) -> subprocess.Complete
 def light_venv(tmp_path_factory):
     """A fresh venv with the light core only; the copy of the package it was installed from."""
     root = tmp_path_factory.mktemp("light-install")
-    package = root / "agent-rubrics"
-    package.mkdir()
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
-    for name in PACKAGE_FILES:
-        source = REPO / name
-        if source.is_dir():
-            shutil.copytree(source, package / name, ignore=ignore)
-        else:
-            shutil.copy2(source, package / name)
+    package = copy_package(root / "agent-rubrics")
     venv = root / "venv"
     done = run(sys.executable, "-m", "venv", venv)
     assert done.returncode == 0, done.stderr

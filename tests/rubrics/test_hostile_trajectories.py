@@ -79,7 +79,7 @@ def test_score_many_and_load_trajectory_report_an_over_long_integer_with_its_pos
 def test_an_over_long_integer_in_a_json_file_names_its_line(tmp_path):
     path = tmp_path / "one.json"
     path.write_text('{\n  "id": "a",\n  "n": -' + LONG_INTEGER + "\n}\n")
-    with pytest.raises(TrajectoryError, match=rf"one\.json:3: column 8: integer literal of 5000 digits"):
+    with pytest.raises(TrajectoryError, match=r"one\.json:3: column 8: integer literal of 5000 digits"):
         load_trajectory(path)
 
 

@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 from rubric_fakes import EXAMPLE_RUBRIC, REPO
 
+from tests.package_copy import copy_package
+
 pytestmark = pytest.mark.slow
-PACKAGE_FILES = ["pyproject.toml", "README.md", ".pre-commit-hooks.yaml", "rubrics", "judge_engine"]
 
 
 def pre_commit_executable() -> str | None:
@@ -32,14 +33,7 @@ def git(cwd: Path, *args: str) -> None:
 def hook_repo(tmp_path_factory) -> Path:
     if pre_commit_executable() is None or shutil.which("git") is None:
         pytest.skip("pre-commit or git is not installed")
-    repo = tmp_path_factory.mktemp("hook-repo")
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
-    for name in PACKAGE_FILES:
-        source = REPO / name
-        if source.is_dir():
-            shutil.copytree(source, repo / name, ignore=ignore)
-        else:
-            shutil.copy2(source, repo / name)
+    repo = copy_package(tmp_path_factory.mktemp("hook-repo"))
     git(repo, "init", "-q")
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", "hook repo")
