@@ -13,7 +13,7 @@ from rubrics.problems import ERROR, Problem
 # code -> what it means. Codes are stable: editors and CI filters match on them.
 LINT_CODES = {
     "yaml-syntax": "the file is not valid YAML (or uses a tag, a recursive alias, aliases that expand past the "
-                   "alias budget, or a key that is not plain)",
+                   "alias budget, nesting deeper than 200 levels, or a key that is not plain)",
     "duplicate-key": "a mapping repeats a key; YAML would silently keep the last value",
     "io-error": "the file cannot be read",
     "schema": "a field has the wrong type or value, or a required field is missing",

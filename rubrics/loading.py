@@ -29,6 +29,11 @@ ALIAS_NODE_BUDGET = 100_000
 ALIAS_NODES_PER_WRITTEN_NODE = 10
 
 
+# Composing and building recurse once per level: past this the file is refused at the offending node, well before
+# Python's recursion limit (which would otherwise surface as an error at 1:1).
+MAX_NESTING = 200
+
+
 class _AliasBudget:
     """Counts, while composing, how many nodes each alias would add once expanded, and stops at the
     alias that crosses the budget. Building the data copies an aliased subtree at every alias, so this
@@ -53,7 +58,12 @@ class _AliasBudget:
                     "(aliases nested in aliases, a 'billion laughs' file); write the values out or share less",
                     event.start_mark)
         else:
-            anchor = self.peek_event().anchor   # only an anchored node can be aliased: remember only those
+            event = self.peek_event()
+            if len(self._open) >= MAX_NESTING:
+                raise yaml.composer.ComposerError(
+                    None, None, f"nested deeper than {MAX_NESTING} levels; a rubric needs a handful",
+                    event.start_mark)
+            anchor = event.anchor   # only an anchored node can be aliased: remember only those
             self._open.append(0)
             try:
                 node = super().compose_node(parent, index)

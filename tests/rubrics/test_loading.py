@@ -120,3 +120,20 @@ def test_a_byte_that_is_not_utf8_is_an_error_at_its_line(tmp_path):
     (problem,) = problems
     assert (problem.code, problem.line, problem.col) == ("io-error", 3, 12)
     assert "byte 0xff is not UTF-8" in problem.message
+
+
+def test_an_over_long_integer_is_an_error_at_its_line_and_quoted_short():
+    text = ("version: 1\nid: r\ntask: t\ncriteria:\n  - {id: c, points: 1, contains: {text: x}}\n"
+            "  - {id: d, points: " + "9" * 5000 + ", contains: {text: y}}\n")
+    _, problems, _ = analyze_rubric(text)
+    unreadable = [p for p in problems if p.code == "yaml-syntax"]
+    assert unreadable and all((p.line, p.col) == (6, 21) for p in problems)
+    assert "(5000 characters)" in unreadable[0].message and len(unreadable[0].message) < 400
+
+
+@pytest.mark.parametrize("opening, closing", [("[", "]"), ("{a: ", "}")])
+def test_nesting_deeper_than_5000_levels_is_an_error_at_its_line(opening, closing):
+    text = ("version: 1\nid: r\ntask: t\ncriteria:\n  - {id: c, points: 1, contains: {text: x}}\n"
+            "reference: " + opening * 6000 + "1" + closing * 6000 + "\n")
+    _, problems, _ = analyze_rubric(text)
+    assert problems and problems[0].code == "yaml-syntax" and problems[0].line == 6
