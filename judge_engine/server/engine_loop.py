@@ -56,7 +56,6 @@ class LoopStats:
     peak_in_flight: int = 0        # most requests inside the engine at once (waiting or running)
     peak_step_outputs: int = 0     # most requests that gained a token in one step
     peak_running_seqs: int = 0     # most sequences in the scheduler's running batch: > 1 means clients shared it
-    kv_blocks_used: int | None = None  # KV blocks held by live sequences (0 when idle: aborts free theirs)
     busy_s: float = 0.0
     started_at: float = field(default_factory=time.time)
 
@@ -152,7 +151,6 @@ class EngineLoop:
             for output in outputs:
                 self._hand_back(output)
             self.stats.in_flight = len(self._deliver)
-            self._record_kv_usage()
         self._fail_all(EngineFailure("the server is shutting down"))
 
     def _drain_inbox(self, block: bool) -> bool:
@@ -174,7 +172,6 @@ class EngineLoop:
         if isinstance(command, _Abort):
             if self._deliver.pop(command.request_id, None) is not None:
                 self.engine.abort_request(command.request_id)
-                self._record_kv_usage()
                 self.stats.requests_aborted += 1
             return
         try:
@@ -198,11 +195,6 @@ class EngineLoop:
             self.engine.abort_request(request_id)
             self.stats.requests_aborted += 1
 
-    def _record_kv_usage(self) -> None:
-        # Recorded on the engine thread after every change (step, abort, failure) for readers of self.stats.
-        blocks = getattr(self.engine, "block_manager", None)
-        self.stats.kv_blocks_used = getattr(blocks, "num_used", None)
-
     def _fail_all(self, error: EngineFailure) -> None:
         # Free everything before telling the handlers, so that a client reading /metrics right after its error
         # sees the engine's state after the failure, not before it.
@@ -214,19 +206,16 @@ class EngineLoop:
             except Exception:  # noqa: BLE001 - the engine is already broken; the handler still must hear back
                 log.exception("abort after a failed step")
         self.stats.in_flight = 0
-        self._record_kv_usage()
         for _, deliver in failed:
             _send(deliver, error)
 
     def stats_dict(self) -> dict[str, Any]:
-        """The loop's counters, with the requests in flight and the KV blocks in use read now rather than as last
-        recorded (plain reads of a dict's length and an int, safe from another thread), so /metrics never shows
-        a figure the engine thread has not got round to updating."""
+        """The loop's counters, plus the requests in flight and the KV blocks in use read now (plain reads of a
+        dict's length and an int, safe from another thread), so /metrics never shows a figure the engine thread
+        has not got round to updating."""
         stats = self.stats.as_dict()
         stats["in_flight"] = len(self._deliver)
-        blocks = getattr(self.engine, "block_manager", None)
-        if blocks is not None:
-            stats["kv_blocks_used"] = blocks.num_used
+        stats["kv_blocks_used"] = getattr(getattr(self.engine, "block_manager", None), "num_used", None)
         return stats
 
 

@@ -12,9 +12,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_serializer
 
+from judge_engine.sampler import SEED_MAX, SEED_MIN
+
 MAX_TOP_LOGPROBS = 20
-# torch generators take 64-bit seeds; larger ones used to reach the engine and fail there (500)
-SEED_MIN, SEED_MAX = -(2 ** 63), 2 ** 63 - 1
 
 
 class OpenAIRequest(BaseModel):
@@ -25,7 +25,8 @@ class OpenAIRequest(BaseModel):
     temperature: float = Field(1.0, ge=0.0, le=2.0)
     top_p: float = Field(1.0, gt=0.0, le=1.0)
     stop: str | list[str] | None = None
-    seed: int | None = Field(None, ge=SEED_MIN, le=SEED_MAX)   # a signed 64-bit integer, as in vLLM
+    # the engine's range (a signed 64-bit integer, as in vLLM), checked here so that a bad seed is a 400
+    seed: int | None = Field(None, ge=SEED_MIN, le=SEED_MAX)
     n: int = 1
     stream: bool = False
     stream_options: dict[str, Any] | None = None

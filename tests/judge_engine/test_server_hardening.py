@@ -169,17 +169,21 @@ def test_an_error_in_the_middle_of_a_stream_ends_it_with_an_error_event_and_done
 # ------------------------------------------------------------------------------------------ 500 keeps the connection
 
 
-def test_a_500_keeps_the_connection_for_the_next_request(engine, monkeypatch):
-    real_usage = app_module.usage
+def failing_once(real, message: str):
+    """``real`` that raises RuntimeError(message) on its first call only."""
     calls = []
 
-    def fails_once(output):
-        calls.append(output)
+    def wrapper(*args):
+        calls.append(args)
         if len(calls) == 1:
-            raise RuntimeError("usage exploded")
-        return real_usage(output)
+            raise RuntimeError(message)
+        return real(*args)
 
-    monkeypatch.setattr(app_module, "usage", fails_once)
+    return wrapper
+
+
+def test_a_500_keeps_the_connection_for_the_next_request(engine, monkeypatch):
+    monkeypatch.setattr(app_module, "usage", failing_once(app_module.usage, "usage exploded"))
     with serve(engine) as server, httpx.Client(base_url=server.url, timeout=60) as http:
         failed = http.post("/v1/completions", json=completion())
         assert failed.status_code == 500, failed.text
@@ -297,16 +301,7 @@ def test_after_a_failed_step_every_block_is_free_and_metrics_say_so(engine, monk
 
 
 def test_a_model_failure_is_a_500_and_frees_the_batch(engine, monkeypatch):
-    execute = engine.runner.execute
-    calls = []
-
-    def fails_once(scheduled):
-        calls.append(scheduled)
-        if len(calls) == 1:
-            raise RuntimeError("out of memory")
-        return execute(scheduled)
-
-    monkeypatch.setattr(engine.runner, "execute", fails_once)
+    monkeypatch.setattr(engine.runner, "execute", failing_once(engine.runner.execute, "out of memory"))
     with serve(engine) as server, httpx.Client(base_url=server.url, timeout=60) as http:
         failed = http.post("/v1/completions", json=completion())
         # the prompt was fine: a failure of the model is the server's (500), not a rejected prompt (400)
