@@ -21,6 +21,8 @@ MAX_NESTING = 500
 # A JSON string token, consumed whole so that brackets and digits inside strings are never counted.
 _STRING = r'"[^"\\]*(?:\\.[^"\\]*)*"'
 _BRACKETS = re.compile(_STRING + r"|[\[\]{}]")
+_BRACKETS_AND_COMMAS = re.compile(_STRING + r"|[\[\]{},]")
+JSON_WHITESPACE = " \t\r\n"
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -41,6 +43,11 @@ class TextLine:
     number: int
     text: str | None
     error: JSONTextError | None = None
+
+    @property
+    def blank(self) -> bool:
+        """Nothing but JSON whitespace: a line of other blanks (a no-break space) is a bad line, not an empty one."""
+        return self.text is not None and not self.text.strip(JSON_WHITESPACE)
 
 
 def position(text: str, offset: int) -> tuple[int, int]:
@@ -83,6 +90,45 @@ def _nesting_overflow(text: str) -> int | None:
         elif token in "]}":
             depth -= 1
     return None
+
+
+def top_level_array_spans(text: str) -> list[tuple[int, int]] | None:
+    """(start, end) offsets of the elements of the JSON array that `text` holds, found by bracket depth alone
+    (so an element too deep or too big to decode still has its place); None when `text` is not a
+    bracket-balanced array with no empty element. One pass, no recursion."""
+    start = len(text) - len(text.lstrip(JSON_WHITESPACE))
+    if not text.startswith("[", start):
+        return None
+    depth, spans, element_from = 0, [], start + 1
+    for match in _BRACKETS_AND_COMMAS.finditer(text, start):
+        token = match.group()
+        if token in ("[", "{"):
+            depth += 1
+        elif token in ("]", "}"):
+            depth -= 1
+            if depth == 0:
+                last = _stripped_span(text, element_from, match.start())
+                if last is None and spans:
+                    return None   # a trailing comma
+                spans += [last] if last is not None else []
+                return spans if not text[match.end():].strip(JSON_WHITESPACE) else None
+        elif token == "," and depth == 1:
+            element = _stripped_span(text, element_from, match.start())
+            if element is None:
+                return None
+            spans.append(element)
+            element_from = match.end()
+    return None
+
+
+def _stripped_span(text: str, start: int, end: int) -> tuple[int, int] | None:
+    """text[start:end] without its surrounding JSON whitespace, as offsets; None when nothing is left."""
+    piece = text[start:end]
+    stripped = piece.strip(JSON_WHITESPACE)
+    if not stripped:
+        return None
+    first = start + len(piece) - len(piece.lstrip(JSON_WHITESPACE))
+    return first, first + len(stripped)
 
 
 def _long_integer_error(text: str, error: ValueError) -> JSONTextError:

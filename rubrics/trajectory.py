@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 from pydantic.json_schema import SkipJsonSchema
 
 from rubrics.json_text import MAX_NESTING  # noqa: F401 - re-exported: the nesting limit is part of the format
-from rubrics.json_text import JSONTextError, TextLine, decode_utf8, text_lines
+from rubrics.json_text import JSONTextError, TextLine, decode_utf8, text_lines, top_level_array_spans
 from rubrics.json_text import loads as _loads_json
 
 SEND_EMAIL_TOOL = "send_email"
@@ -427,14 +426,11 @@ def _looks_like_jsonl(path: Path, data: bytes) -> bool:
     return len(lines) > 1 and all(line.lstrip()[:1] in (b"{", b"[") for line in lines)
 
 
-JSON_WHITESPACE = " \t\r\n"
-
-
 def _jsonl_entries(path: Path, data: bytes) -> Iterator[Trajectory | TrajectoryLoadError]:
     for line in text_lines(data):
         if line.error is not None:
             yield TrajectoryLoadError(f"{path}:{line.number}", str(line.error))
-        elif line.text.strip(JSON_WHITESPACE):  # a line of other blanks (a no-break space) is a bad line, not none
+        elif not line.blank:
             yield _load_entry(line, path)
 
 
@@ -446,32 +442,20 @@ def _load_entry(line: TextLine, path: Path) -> Trajectory | TrajectoryLoadError:
 
 
 def _entries(path: Path, text: str) -> Iterator[tuple[str, int, str]]:
-    """Yields (JSON text, first line, default id) for each trajectory in a .json file."""
-    try:
-        data = _decode(text)
-    except _Problem:
-        spans = _spans_of_a_trajectory_array(text)  # one bad element must not cost the others their results
-        if spans is None:
-            yield text, 1, path.stem  # _load_one decodes again and reports where
-            return
-    else:
-        if not (isinstance(data, list) and data and all(isinstance(t, dict) and "messages" in t for t in data)):
-            yield text, 1, path.stem
-            return
-        spans = _element_spans(text, len(data))
-    # A JSON array of trajectory objects: each element is an entry that starts on its own line.
+    """Yields (JSON text, first line, default id) for each trajectory in a .json file: each element of a JSON array
+    of trajectory objects is an entry that starts on its own line, and one bad element costs only itself."""
+    spans = top_level_array_spans(text)
+    if not (spans and _is_trajectory_array(text, spans)):
+        yield text, 1, path.stem  # _load_one decodes it and reports where it fails
+        return
     for index, (start, end) in enumerate(spans):
         line = text.count("\n", 0, start) + 1
         yield text[start:end], line, f"{path.stem}:{index + 1}"
 
 
-def _spans_of_a_trajectory_array(text: str) -> list[tuple[int, int]] | None:
-    """For a file that did not decode as a whole: the element spans of its top-level array when the array itself
-    is well formed and every element that decodes alone is a trajectory object (the others are bad entries);
-    else None."""
-    spans = _top_level_array_spans(text)
-    if not spans:
-        return None
+def _is_trajectory_array(text: str, spans: list[tuple[int, int]]) -> bool:
+    """Whether every element that decodes on its own is a trajectory object (at least one must): a bare list of
+    chat messages is one trajectory, not many."""
     decoded_any = False
     for start, end in spans:
         try:
@@ -479,61 +463,9 @@ def _spans_of_a_trajectory_array(text: str) -> list[tuple[int, int]] | None:
         except _Problem:
             continue
         if not (isinstance(element, dict) and "messages" in element):
-            return None
+            return False
         decoded_any = True
-    return spans if decoded_any else None
-
-
-_ARRAY_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{},]|[^"\[\]{},]+', re.DOTALL)
-
-
-def _top_level_array_spans(text: str) -> list[tuple[int, int]] | None:
-    """(start, end) offsets of the top-level elements of a JSON array, found by bracket depth alone, without
-    decoding them (so an element too deep or too big to decode still has its place); None when `text` is not a
-    bracket-balanced array. One pass, no recursion."""
-    position = _skip_blanks(text, 0)
-    if text[position:position + 1] != "[":
-        return None
-    depth, spans, element_start = 0, [], None
-    for token in _ARRAY_TOKENS.finditer(text, position):
-        value = token.group()
-        if value in ("[", "{"):
-            if depth == 1 and element_start is None:
-                element_start = token.start()
-            depth += 1
-        elif value in ("]", "}"):
-            depth -= 1
-            if depth == 0:
-                if element_start is not None:
-                    spans.append((element_start, _trim_end(text, token.start())))
-                return spans if not text[token.end():].strip() else None
-        elif value == ",":
-            if depth == 1:
-                if element_start is None:
-                    return None  # an empty element: not an array of trajectories
-                spans.append((element_start, _trim_end(text, token.start())))
-                element_start = None
-        elif depth == 1 and element_start is None and not value.isspace():  # a string, number or literal
-            element_start = token.start() + len(value) - len(value.lstrip())
-    return None
-
-
-def _trim_end(text: str, end: int) -> int:
-    while end > 0 and text[end - 1] in " \t\r\n":
-        end -= 1
-    return end
-
-
-def _element_spans(text: str, count: int) -> list[tuple[int, int]]:
-    """(start, end) offsets of each top-level element of a JSON array."""
-    decoder, spans, position = json.JSONDecoder(), [], text.index("[") + 1
-    for _ in range(count):
-        position = _skip_blanks(text, position)
-        position += text[position] == ","
-        start = _skip_blanks(text, position)
-        _, position = decoder.raw_decode(text, start)
-        spans.append((start, position))
-    return spans
+    return decoded_any
 
 
 def iter_trajectory_file(path: str | Path) -> Iterator[Trajectory | TrajectoryLoadError]:
