@@ -210,6 +210,13 @@ def _padded_positions(count: int) -> int:
     return 1 << (count - 1).bit_length()
 
 
+def _padded_with_first(call_rows: torch.Tensor, total: int) -> torch.Tensor:
+    """``call_rows [..., R]`` padded to ``total`` along the last axis by repeating each slice's first row (a real
+    query, so the padding rows compute something finite; their results are dropped)."""
+    extra = total - call_rows.shape[-1]
+    return torch.cat([call_rows, call_rows[..., :1].expand(*call_rows.shape[:-1], extra)], dim=-1)
+
+
 def _tiled(rows: int) -> int:
     return -(-rows // QUERY_TILE) * QUERY_TILE
 
@@ -226,9 +233,9 @@ def _before_group(keys: int, prefix: np.ndarray, ranges: list[range], heads: _He
     consecutive = bool((prefix == np.arange(first, first + prefix.shape[0])).all())
     call_rows = heads.call_rows(tokens).reshape(heads.num_kv_heads, -1)
     real_rows = call_rows.shape[1]
-    padding = call_rows[:, :1].expand(-1, _in_calls(real_rows) - real_rows)
     return _BeforeGroup(keys, torch.from_numpy(prefix.copy()), first if consecutive else None,
-                        torch.cat([call_rows, padding], dim=1).reshape(-1), real_rows, call_rows.reshape(-1))
+                        _padded_with_first(call_rows, _in_calls(real_rows)).reshape(-1), real_rows,
+                        call_rows.reshape(-1))
 
 
 def _piece_class(positions: int, items, segment: int, heads: _Heads, dtype: torch.dtype) -> _PieceClass:
@@ -248,7 +255,7 @@ def _piece_class(positions: int, items, segment: int, heads: _Heads, dtype: torc
     mask = mask[:, None].expand(num_pieces, group, positions, segment).reshape(num_pieces, 1, slice_rows, segment)
     mask = F.pad(mask, (0, 0, 0, extra))
     call_rows = heads.call_rows(tokens).reshape(num_pieces, heads.num_kv_heads, slice_rows)
-    call_rows = torch.cat([call_rows, call_rows[..., :1].expand(-1, -1, extra)], dim=-1).reshape(-1)
+    call_rows = _padded_with_first(call_rows, slice_rows + extra).reshape(-1)
     real_rows = real[:, None, None, :].expand(num_pieces, heads.num_kv_heads, group, positions)
     real_rows = F.pad(real_rows.reshape(num_pieces, heads.num_kv_heads, slice_rows), (0, extra)).reshape(-1)
     all_real = bool(real_rows.all())

@@ -34,7 +34,7 @@ def uses_row_tiles(x: torch.Tensor) -> bool:
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-    """``F.linear(x, weight, bias)`` for ``x [M, K]``, computed one tile of ROW_TILE rows at a time on the CPU."""
+    """``F.linear(x, weight, bias)`` for ``x [M, K]``; on the CPU as tiles of ROW_TILE rows in one batched call."""
     if not uses_row_tiles(x):
         return F.linear(x, weight, bias)
     count = x.shape[0]
