@@ -79,23 +79,26 @@ def build_prompts(tokenizer, trajectories: int, criteria: int, shared_tokens: in
                   ) -> tuple[list[list[int]], list[list[int]]]:
     """`trajectories` x `criteria` judge prompts as token ids, the way the embedded judge builds them; the prompts
     of a trajectory share about `shared_tokens` tokens. Returns (prompts, answer choices as token ids)."""
-    from rubrics.judges.prompt_ids import PromptBuilder
-    from rubrics.judges.protocol import EvidenceBlock, JudgeRequest
+    from rubrics.judges.methods import ChoiceMethod
+    from rubrics.judges.prompt_ids import PromptBuilder, PromptRequest
+    from rubrics.judges.protocol import EvidenceBlock, JudgeContext, JudgeItem
 
     builder = PromptBuilder(tokenizer, max_model_len=1 << 20)
+    method = ChoiceMethod()
 
-    def requests(t: int, body: str, count: int) -> list[JudgeRequest]:
-        return [JudgeRequest(key=f"t{t}::c{c}", trajectory_id=f"t{t}", item_id=f"c{c}", kind="criterion", points=2,
-                             criterion=CRITERIA[c % len(CRITERIA)], penalty=False, task=TASK, reference=None,
-                             evidence=(EvidenceBlock("trajectory", body),))
-                for c in range(count)]
+    def requests(t: int, body: str, count: int) -> list[PromptRequest]:
+        context = JudgeContext(f"t{t}", TASK, None, (EvidenceBlock("trajectory", body),))
+        items = [JudgeItem(id=f"c{c}", kind="criterion", points=2, criterion=CRITERIA[c % len(CRITERIA)])
+                 for c in range(count)]
+        return [PromptRequest(context, spec) for item in items for spec in method.prompts(item)]
 
-    frame = len(builder.build(requests(0, "", 1))[0].prefix)  # the shared part around an empty trajectory
+    empty = builder.build(requests(0, "", 1))[0]
+    frame = len(empty.prefix)  # the shared part around an empty trajectory
     prompts = []
     for t in range(trajectories):
         built = builder.build(requests(t, trajectory_text(t, tokenizer, shared_tokens - frame), criteria))
         prompts += [prompt.ids for prompt in built]
-    return prompts, builder.answer_ids
+    return prompts, empty.choices
 
 
 def default_threads() -> int:

@@ -1,14 +1,15 @@
 """Judging throughput of `rubric grade` against a plain transformers loop, on the same prompts and weights.
 
-    python benchmarks/grade_throughput.py [--trajectories 50] [--method likelihood|choice] [--threads 2]
+    python benchmarks/grade_throughput.py [--trajectories 50] [--method NAME] [--threads 2]
 
 1. Builds N CFO trajectories (the example's and the labelled set's, each copy made distinct so that no prompt
    repeats whole) in a temporary folder.
 2. Engine: `rubric grade` in-process on them with the embedded judge (one batched engine run); the model load
    is timed apart, the grading time is what the judgments/s figure uses.
-3. Baseline: the same judge prompts (token ids from the same PromptBuilder) graded item by item through
-   transformers' AutoModelForCausalLM on the same converted weights: one forward per judge prompt (for the
-   likelihood method, prompt + statement, the content-free baseline once per item as the engine does).
+3. Baseline: the same judge prompts (token ids from the same EmbeddedJudge.build_prompts) graded item by item
+   through transformers' AutoModelForCausalLM on the same converted weights: one forward per prompt of each
+   item's method (for the likelihood method, prompt + statement, each distinct content-free baseline once, as the
+   engine does), and the method's own verdict() on the scores.
 4. Prints judgments/s of both, the speed-up (target: at least 5x), and the largest probability difference
    between the two (they should agree to float precision).
 """
@@ -73,8 +74,7 @@ def transformers_run(judge, folder: Path, threads: int, limit: int | None) -> tu
     import rubrics
     from judge_engine.models.loader import model_folder
     from rubrics.compiler import compile_rubric
-    from rubrics.judges import likelihood
-    from rubrics.judges.embedded import choice_probability
+    from rubrics.judges.methods import ScoredPrompt
 
     torch.set_num_threads(threads)
     model = AutoModelForCausalLM.from_pretrained(str(model_folder(judge.llm.model_path)),
@@ -82,7 +82,7 @@ def transformers_run(judge, folder: Path, threads: int, limit: int | None) -> tu
     plan = compile_rubric(rubrics.load_rubric(RUBRIC))
     requests = [r for p in sorted(folder.glob("*.json")) for r in plan.judge_requests(rubrics.load_trajectory(p))]
     requests = requests[:limit] if limit else requests
-    built = judge.build_prompts(requests)
+    planned = judge.build_prompts(requests)
 
     def choice_logprobs(prompt: list[int], choices: list[list[int]]) -> list[float]:
         if all(len(c) == 1 for c in choices):  # one forward gives every single-token choice
@@ -98,32 +98,34 @@ def transformers_run(judge, folder: Path, threads: int, limit: int | None) -> tu
             values.append(sum(lp[i, t].item() for i, t in enumerate(choice)))
         return values
 
-    probabilities: dict[str, float] = {}
-    baselines: dict[tuple, float] = {}
+    probabilities: dict[tuple[str, str], float] = {}
+    seen: dict[tuple, list[float]] = {}   # identical prompts (content-free baselines) are scored once
     started = time.perf_counter()
-    for request, prompt in zip(requests, built):
-        if prompt.method == "likelihood":
-            key = (tuple(prompt.baseline), tuple(prompt.choices[0]))
-            if key not in baselines:
-                baselines[key] = choice_logprobs(prompt.baseline, prompt.choices)[0]
-            evidence = choice_logprobs(prompt.ids, prompt.choices)[0]
-            pmi = likelihood.pmi_per_token(evidence, baselines[key], len(prompt.choices[0]))
-            probabilities[request.key] = likelihood.probability(pmi, judge.scale, judge.offset)
-        else:
-            probabilities[request.key] = choice_probability(choice_logprobs(prompt.ids, prompt.choices))
+    for p in planned:
+        if p.error is not None:
+            continue
+        scored = []
+        for prompt in p.prompts:
+            key = (tuple(prompt.ids), tuple(map(tuple, prompt.choices)))
+            if key not in seen:
+                seen[key] = choice_logprobs(prompt.ids, prompt.choices)
+            scored.append(ScoredPrompt(tuple(seen[key]), tuple(map(len, prompt.choices))))
+        verdict = p.method.verdict(p.request.item, scored)
+        probabilities[(p.request.context.trajectory_id, p.request.item.id)] = verdict.probability
     return time.perf_counter() - started, len(requests), probabilities
 
 
 def main() -> int:
+    from rubrics.judges.methods import DEFAULT_METHOD, METHOD_NAMES
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--trajectories", type=int, default=50)
-    parser.add_argument("--method", choices=("choice", "likelihood"), default=None,
+    parser.add_argument("--method", choices=METHOD_NAMES, default=None,
                         help="verdict method (default: the embedded judge's default)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--baseline-limit", type=int, default=None,
                         help="grade only the first N prompts with transformers and extrapolate the rate")
     args = parser.parse_args()
-    from rubrics.judges.embedded import DEFAULT_METHOD
 
     method = args.method or DEFAULT_METHOD
     with tempfile.TemporaryDirectory() as tmp:
@@ -140,7 +142,7 @@ def main() -> int:
         hf_s, hf_count, hf_probs = transformers_run(judge, folder, args.threads, args.baseline_limit)
         hf_rate = hf_count / hf_s
         print(f"transformers item by item: {hf_count} judgments in {hf_s:.1f}s = {hf_rate:.2f} judgments/s")
-        engine_probs = {f"{r.trajectory_id}::{i.id}": i.probability for r in results for i in r.items
+        engine_probs = {(r.trajectory_id, i.id): i.probability for r in results for i in r.items
                         if i.method == "judge"}
         diffs = [abs(engine_probs[k] - p) for k, p in hf_probs.items() if engine_probs.get(k) is not None]
         print(f"max |p_engine - p_transformers| over {len(diffs)} judgments: {max(diffs, default=math.nan):.2e}")

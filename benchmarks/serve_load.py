@@ -31,6 +31,7 @@ SERVED = "judge"
 def judge_messages(count: int, tag: str) -> list[list[dict]]:
     from rubrics.compiler import compile_rubric
     from rubrics.judges import prompts
+    from rubrics.judges.methods import ChoiceMethod
     from rubrics.loading import load_rubric
     from rubrics.trajectory import load_trajectory
 
@@ -40,7 +41,9 @@ def judge_messages(count: int, tag: str) -> list[list[dict]]:
                 for r in plan.judge_requests(load_trajectory(path))]
     conversations = []
     for i in range(count):
-        messages = prompts.chat_messages(requests[i % len(requests)], prompts.CHOICE)
+        request = requests[i % len(requests)]
+        spec, = ChoiceMethod().prompts(request.item)   # what OpenAIJudge sends for a direct item
+        messages = prompts.chat_messages(request.context, spec.instructions, spec.item)
         conversations.append([{**messages[0], "content": f"[{tag}] {messages[0]['content']}"}, *messages[1:]])
     return conversations
 

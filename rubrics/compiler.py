@@ -1,15 +1,15 @@
 """Rubric -> Plan: the code checks to run and the judge requests to send, per trajectory.
 
-The plan is built once per rubric; `judge_requests(trajectory)` fills in the evidence. Requests of one
-trajectory come out in item order with the evidence blocks in the same order, so the prompts built
-from them share a long prefix that the engine's prefix cache can reuse.
+The plan is built once per rubric; `judge_requests(trajectory)` selects the evidence. Each distinct evidence
+list of a trajectory becomes one JudgeContext, built once and shared by the items that show it; requests come
+out in item order, so the prompts built from them share a long prefix that the engine's prefix cache reuses.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
-from rubrics.judges.protocol import EvidenceBlock, JudgeExample, JudgeRequest
+from rubrics.judges.protocol import EvidenceBlock, JudgeContext, JudgeExample, JudgeItem, JudgeRequest
 from rubrics.model import DEFAULT_EVIDENCE, Item, JudgeOptions, Rubric
 
 DEFAULT_THRESHOLD = 0.5
@@ -27,13 +27,12 @@ class CodeStep:
 @dataclass(frozen=True)
 class JudgeStep:
     item: Item
-    criterion: str
-    evidence: tuple[str, ...]   # selectors
-    threshold: float
-    method: str | None
-    mode: str
-    max_tokens: int
-    examples: tuple[JudgeExample, ...]
+    judge: JudgeItem              # what the judge is asked, with the item's resolved judge options
+    evidence: tuple[str, ...]     # selectors
+
+    @property
+    def threshold(self) -> float:
+        return self.judge.threshold
 
 
 @dataclass(frozen=True)
@@ -52,22 +51,23 @@ class Plan:
     def judge_requests(self, trajectory) -> list[JudgeRequest]:
         from rubrics.selectors import select
 
-        cache: dict[str, EvidenceBlock] = {}
+        blocks: dict[str, EvidenceBlock] = {}
+        contexts: dict[tuple[str, ...], JudgeContext] = {}
 
         def block(selector: str) -> EvidenceBlock:
-            if selector not in cache:
+            if selector not in blocks:
                 selection = select(trajectory, selector)
                 text = selection.text if not selection.missing else f"[missing: {selection.missing}]"
-                cache[selector] = EvidenceBlock(selector, text)
-            return cache[selector]
+                blocks[selector] = EvidenceBlock(selector, text)
+            return blocks[selector]
 
-        rubric = self.rubric
-        return [JudgeRequest(
-            key=f"{trajectory.id}::{step.item.id}", trajectory_id=trajectory.id, item_id=step.item.id,
-            kind=step.item.kind, points=step.item.points, criterion=step.criterion, penalty=step.item.penalty,
-            task=rubric.task, reference=rubric.reference, evidence=tuple(block(s) for s in step.evidence),
-            threshold=step.threshold, method=step.method, mode=step.mode, max_tokens=step.max_tokens,
-            examples=step.examples) for step in self.judge_steps]
+        def context(selectors: tuple[str, ...]) -> JudgeContext:
+            if selectors not in contexts:
+                contexts[selectors] = JudgeContext(trajectory.id, self.rubric.task, self.rubric.reference,
+                                                   tuple(block(s) for s in selectors))
+            return contexts[selectors]
+
+        return [JudgeRequest(context(step.evidence), step.judge) for step in self.judge_steps]
 
 
 def _first(*values):
@@ -79,13 +79,14 @@ def compile_judge(item: Item, rubric: Rubric) -> JudgeStep:
     defaults = rubric.judge
     pick = lambda name: getattr(defaults, name) if defaults else None  # noqa: E731
     evidence = _first(item.evidence, pick("evidence")) or DEFAULT_EVIDENCE
-    return JudgeStep(
-        item=item, criterion=options.text, evidence=tuple(evidence),
+    judge = JudgeItem(
+        id=item.id, kind=item.kind, points=item.points, criterion=options.text, penalty=item.penalty,
+        examples=tuple(JudgeExample(e.evidence, e.met) for e in item.examples),
         threshold=_first(options.threshold, item.threshold, pick("threshold"), DEFAULT_THRESHOLD),
         method=_first(options.method, pick("method")),
         mode=_first(options.mode, pick("mode"), DEFAULT_MODE),
-        max_tokens=_first(options.max_tokens, pick("max_tokens"), DEFAULT_MAX_TOKENS),
-        examples=tuple(JudgeExample(e.evidence, e.met) for e in item.examples))
+        max_tokens=_first(options.max_tokens, pick("max_tokens"), DEFAULT_MAX_TOKENS))
+    return JudgeStep(item=item, judge=judge, evidence=tuple(evidence))
 
 
 def compile_code(item: Item) -> CodeStep:

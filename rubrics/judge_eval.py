@@ -1,7 +1,9 @@
 """Agreement of a judge with human labels: the numbers behind `rubric judge-eval`.
 
-A labels file has one JSON object a line: {"trajectory": PATH or {inline trajectory}, "item_id": ID, "met": BOOL}.
-A PATH is relative to the labels file; "file.jsonl#ID" picks the trajectory with that id out of a JSONL file.
+A labels file has one JSON object a line: {"trajectory": PATH or {inline trajectory}, "item_id": ID, "met": BOOL},
+optionally "difficulty": "clear" | "hard" (plainly decided by the evidence, or needing inference), "domain" (default:
+the name of the labels file's folder) and a free "note". A PATH is relative to the labels file; "file.jsonl#ID"
+picks the trajectory with that id out of a JSONL file.
 Every labelled trajectory is graded once, all in one `score_many` batch, and each label is compared with the
 judge's verdict on that item. Metrics are computed over the evaluated labels; judge errors are counted apart.
 """
@@ -16,6 +18,9 @@ from typing import Any
 from rubrics.judges.protocol import JudgeRequest, Verdict
 
 
+DIFFICULTIES = ("clear", "hard")
+
+
 class LabelsError(ValueError):
     """A labels file that cannot be read; the message names file:line."""
 
@@ -27,6 +32,8 @@ class Label:
     item_id: str
     met: bool
     source: str  # "labels.jsonl:12"
+    domain: str = ""
+    difficulty: str | None = None  # "clear" | "hard"; None when the labels file does not say
 
 
 @dataclass(frozen=True)
@@ -79,6 +86,11 @@ def load_labels(path: str | Path) -> list[Label]:
             raise LabelsError(f"{where}: expected {{trajectory, item_id, met}} as JSON: {exc}") from exc
         if not isinstance(met, bool) or not isinstance(item_id, str):
             raise LabelsError(f"{where}: 'met' must be true or false and 'item_id' a string")
+        difficulty, domain = row.get("difficulty"), row.get("domain", path.resolve().parent.name)
+        if difficulty not in (None, *DIFFICULTIES):
+            raise LabelsError(f"{where}: 'difficulty' must be one of {', '.join(DIFFICULTIES)}, got {difficulty!r}")
+        if not isinstance(domain, str) or not domain:
+            raise LabelsError(f"{where}: 'domain' must be a non-empty string")
         if isinstance(ref, dict):
             key = f"{where}"
             trajectory = load_trajectory(ref)
@@ -89,7 +101,7 @@ def load_labels(path: str | Path) -> list[Label]:
             trajectory = cache[key]
         else:
             raise LabelsError(f"{where}: 'trajectory' must be a path or an inline trajectory object")
-        labels.append(Label(key, trajectory, item_id, met, where))
+        labels.append(Label(key, trajectory, item_id, met, where, domain, difficulty))
     return labels
 
 
@@ -119,7 +131,7 @@ class ExamplesRemoved:
         self.name = judge.name
 
     def judge(self, requests: Sequence[JudgeRequest]) -> list[Verdict]:
-        return self.inner.judge([replace(request, examples=()) for request in requests])
+        return self.inner.judge([replace(request, item=replace(request.item, examples=())) for request in requests])
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
@@ -238,16 +250,124 @@ def cross_validated(judged: Sequence[Judged]) -> EvalReport:
     return EvalReport(overall, per_item, {})
 
 
-def calibrate_likelihood(judged: Sequence[Judged]) -> tuple[list[Judged], tuple[float, float]]:
-    """Fit (scale, offset) of the likelihood method on judgments made with scale 1 and offset 0 (so that
-    logit(probability) is the raw pmi), and return the judgments recalibrated with the fit."""
-    from rubrics.judges.likelihood import fit_logistic, logit, sigmoid
+def fit_calibration(judged: Sequence[Judged]) -> tuple[float, float]:
+    """(scale, offset) by logistic regression of the labels on the raw scores, read back as logit(probability)
+    from judgments made with the identity calibration."""
+    from rubrics.judges.logistic import fit_logistic, logit
 
     scored = [j for j in judged if j.probability is not None]
-    scale, offset = fit_logistic([logit(j.probability) for j in scored], [j.label.met for j in scored])
-    recalibrated = [j if j.probability is None else replace(j, probability=sigmoid(scale * logit(j.probability)
-                                                                                       + offset)) for j in judged]
-    return recalibrated, (scale, offset)
+    if not scored:
+        raise ValueError("no judged labels to fit a calibration on")
+    return fit_logistic([logit(j.probability) for j in scored], [j.label.met for j in scored])
+
+
+def recalibrated(judged: Sequence[Judged], scale: float, offset: float) -> list[Judged]:
+    """The judgments (made with the identity calibration) with probabilities sigmoid(scale * raw + offset)."""
+    from rubrics.judges.logistic import logit, sigmoid
+
+    return [j if j.probability is None else replace(j, probability=sigmoid(scale * logit(j.probability) + offset))
+            for j in judged]
+
+
+def calibrate(judged: Sequence[Judged]) -> tuple[list[Judged], tuple[float, float]]:
+    """Fit a method's (scale, offset) on all the judgments and return them recalibrated with the fit (in-sample)."""
+    fit = fit_calibration(judged)
+    return recalibrated(judged, *fit), fit
+
+
+Members = dict[str, Sequence[Judged]]   # method name -> its judgments (identity calibration), same labels in order
+
+
+def combined(members: Members, fits: dict[str, tuple[float, float]]) -> list[Judged]:
+    """The judgments with probability sigmoid(mean over methods of scale * raw + offset): one method's calibrated
+    verdicts, or an ensemble's mean of calibrated logits. A judge error in any method is an error."""
+    from rubrics.judges.logistic import logit, sigmoid
+
+    rows = list(zip(*members.values()))
+    out = []
+    for row in rows:
+        if any(j.probability is None for j in row):
+            out.append(replace(row[0], probability=None))
+            continue
+        logits = [fits[name][0] * logit(j.probability) + fits[name][1] for name, j in zip(members, row)]
+        out.append(replace(row[0], probability=sigmoid(sum(logits) / len(logits))))
+    return out
+
+
+def leave_one_domain_out(members: Members) -> tuple[list[Judged], dict[str, dict[str, tuple[float, float]]]]:
+    """Each domain's judgments calibrated with fits on every other domain: what a rubric from a domain the
+    calibration never saw gets. Returns the judgments (in input order) and each held-out domain's fits."""
+    first = next(iter(members.values()))
+    domains = list(dict.fromkeys(j.label.domain for j in first))
+    if len(domains) < 2:
+        raise ValueError(f"cross-validation by domain needs labels from 2 domains or more, got {domains}")
+    fits = {domain: {name: fit_calibration([j for j in judged if j.label.domain != domain])
+                     for name, judged in members.items()} for domain in domains}
+    out = [None] * len(first)
+    for domain in domains:
+        rows = [i for i, j in enumerate(first) if j.label.domain == domain]
+        held_out = combined({name: [judged[i] for i in rows] for name, judged in members.items()}, fits[domain])
+        for i, j in zip(rows, held_out):
+            out[i] = j
+    return out, fits
+
+
+def by_difficulty(judged: Sequence[Judged]) -> dict[str, Agreement]:
+    """Agreement over the clear labels, the hard ones, and all (labels without a difficulty count in all only)."""
+    groups = {"clear": [j for j in judged if j.label.difficulty == "clear"],
+              "hard": [j for j in judged if j.label.difficulty == "hard"], "all": list(judged)}
+    return {name: agreement([(j.label.met, j.probability) for j in group]) for name, group in groups.items()}
+
+
+def ranked_pairs(judged: Sequence[Judged], difficulty: str | None = "clear") -> float | None:
+    """Over pairs of judgments of the same item (same domain), one labelled met and one unmet, both of the given
+    difficulty: the share where the met one has the higher probability (ties count half). None without pairs."""
+    groups: dict[tuple[str, str], list[Judged]] = {}
+    for j in judged:
+        if j.probability is not None and (difficulty is None or j.label.difficulty == difficulty):
+            groups.setdefault((j.label.domain, j.item_id), []).append(j)
+    wins = total = 0.0
+    for group in groups.values():
+        for met in (j for j in group if j.label.met):
+            for unmet in (j for j in group if not j.label.met):
+                total += 1
+                wins += 1.0 if met.probability > unmet.probability else 0.5 if met.probability == unmet.probability \
+                    else 0.0
+    return wins / total if total else None
+
+
+def summary(judged: Sequence[Judged]) -> dict[str, Any]:
+    from dataclasses import asdict
+
+    return {"by_difficulty": {k: asdict(v) for k, v in by_difficulty(judged).items()},
+            "clear_pairs_ranked": ranked_pairs(judged)}
+
+
+def as_shipped(members: Members, method: str) -> list[Judged]:
+    """The judgments (made with identity calibrations) as the method ships: its members' built-in calibrations,
+    then its own."""
+    from rubrics.judges.methods import METHOD_CLASSES
+
+    cls = METHOD_CLASSES[method]
+    composite = hasattr(cls, "members")
+    fits = {name: (METHOD_CLASSES[name].default_calibration.scale, METHOD_CLASSES[name].default_calibration.offset)
+            if composite else (1.0, 0.0) for name in members}
+    own = cls.default_calibration
+    return recalibrated(combined(members, fits), own.scale, own.offset)
+
+
+def domain_report(members: Members) -> dict[str, Any]:
+    """`judge-eval --cross-validate domain`: calibrations fitted in-sample (all domains) and leaving each domain
+    out, with agreement by difficulty, per held-out domain, and the same-item pair ranking. members: one method's
+    judgments, or each member's for an ensemble (the mean of their calibrated logits, each fitted per fold)."""
+    fits = {name: fit_calibration(judged) for name, judged in members.items()}
+    in_sample = combined(members, fits)
+    held_out, fold_fits = leave_one_domain_out(members)
+
+    return {"in_sample": {**summary(in_sample), "fits": fits},
+            "leave_one_domain_out": {**summary(held_out), "per_domain": {
+                domain: {**summary([j for j in held_out if j.label.domain == domain]), "fits": fold_fits[domain]}
+                for domain in fold_fits}}}
 
 
 def report_dict(report: EvalReport) -> dict[str, Any]:
@@ -272,14 +392,38 @@ def render_report(title: str, report: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _agreement_row(name: str, a: dict[str, Any], pairs: float | None = None) -> str:
+    return (f"  {name:<34} {a['n']:>4} {a['positives']:>4} {a['errors']:>4}  {_fmt(a['accuracy'])} "
+            f"{_fmt(a['balanced_accuracy'])} {_fmt(a['kappa'])} {_fmt(a['brier'])} {_fmt(pairs)}")
+
+
+def render_domain_report(output: dict[str, Any]) -> str:
+    cv = output["cross_validation"]
+    header = (f"  {'calibration / labels':<34} {'n':>4} {'pos':>4} {'err':>4}  {'acc':>5} {'bal':>5} {'kappa':>5} "
+              f"{'brier':>5} {'pairs':>5}")
+    lines = ["calibration fitted leaving each domain out (the headline: what a new rubric gets), in-sample, and as"
+             " shipped", "(pairs: clear same-item pairs where the met one has the higher probability)", header]
+    shipped = output["as_shipped"]
+    for title, block in (("held-out domain", cv["leave_one_domain_out"]), ("in-sample", cv["in_sample"]),
+                         ("as shipped", shipped)):
+        for difficulty in ("clear", "hard", "all"):
+            pairs = block["clear_pairs_ranked"] if difficulty == "clear" else None
+            lines.append(_agreement_row(f"{title}: {difficulty}", block["by_difficulty"][difficulty], pairs))
+    lines.append("held-out figures per domain (clear labels):")
+    for domain, block in cv["leave_one_domain_out"]["per_domain"].items():
+        lines.append(_agreement_row(domain, block["by_difficulty"]["clear"], block["clear_pairs_ranked"]))
+    for name, (scale, offset) in cv["in_sample"]["fits"].items():
+        lines.append(f"in-sample fit of {name}: scale = {scale:.4f}  offset = {offset:.4f}")
+    return "\n".join(lines) + "\n"
+
+
 def render(output: dict[str, Any]) -> str:
     parts = [f"judge: {output['judge']}   labels judged: {output['labels']}\n"]
-    if "likelihood_calibration" in output:
-        c = output["likelihood_calibration"]
-        parts.append(f"likelihood calibration (logistic fit, in-sample): SCALE = {c['scale']:.4f}  "
-                     f"OFFSET = {c['offset']:.4f}\n")
+    for name, c in output.get("calibration", {}).items():
+        parts.append(f"{name} calibration (logistic fit, in-sample): scale = {c['scale']:.4f}  "
+                     f"offset = {c['offset']:.4f}\n")
     parts.append(render_report("agreement with the labels" + (" (calibrated in-sample)"
-                                                               if "likelihood_calibration" in output else ""),
+                                                               if "calibration" in output else ""),
                                output["report"]))
     if "fitted_thresholds" in output:
         parts.append(render_report("with fitted per-item thresholds (in-sample, optimistic)",
@@ -288,6 +432,8 @@ def render(output: dict[str, Any]) -> str:
                                    output["leave_one_trajectory_out"]))
         parts.append("proposed thresholds (item: threshold):\n" + "".join(
             f"  {k}: {v:.3f}\n" for k, v in output["fitted_thresholds"].items()))
+    if "cross_validation" in output:
+        parts.append(render_domain_report(output))
     if "engine" in output:
         parts.append("engine: " + ", ".join(f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}"
                                             for k, v in output["engine"].items()) + "\n")

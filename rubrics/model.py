@@ -10,11 +10,13 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
 
-ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"   # no spaces or "::": ids are joined into judge request keys
+from rubrics.judges.methods import METHOD_CLASSES, METHOD_NAMES
+
+ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"   # no spaces or "::": ids appear in paths, CLI output and labels
 Slug = Annotated[str, Field(pattern=ID_PATTERN, max_length=128)]
 Threshold = Annotated[float, Field(gt=0.0, lt=1.0)]
 MaxTokens = Annotated[StrictInt, Field(ge=1, le=8192)]
-JudgeMethod = Literal["choice", "likelihood"]
+JudgeMethod = Literal[METHOD_NAMES]   # the method registry, rubrics/judges/methods/
 JudgeMode = Literal["direct", "reasoned"]
 DEFAULT_EVIDENCE = ("final_answer",)
 
@@ -26,9 +28,8 @@ class _Strict(BaseModel):
 class JudgeOptions(_Strict):
     """`judge:` of an item in mapping form; the short form `judge: TEXT` means JudgeOptions(text=TEXT)."""
     text: StrictStr = Field(min_length=1, description="What the judge decides (for a penalty: whether it occurred).")
-    method: JudgeMethod | None = Field(None, description="choice: compare yes/no token probabilities; "
-                                       "likelihood: PMI of the item written as a statement, "
-                                       "evidence vs content-free evidence.")
+    method: JudgeMethod | None = Field(None, description="; ".join(cls.description for cls in METHOD_CLASSES.values())
+                                       + ".")
     mode: JudgeMode | None = Field(None, description="direct: answer at once; reasoned: think first, then answer.")
     max_tokens: MaxTokens | None = Field(None, description="Token budget of the reasoning in reasoned mode.")
     threshold: Threshold | None = Field(None, description="Probability above which the item counts as met.")

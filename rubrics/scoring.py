@@ -6,7 +6,7 @@ will not load, a check that fails, a judge that errors) is reported on that traj
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from rubrics.compiler import CodeStep, JudgeStep, Plan, compile_rubric
@@ -135,23 +135,19 @@ def grade_plan(plan: Plan, trajectories: Sequence, judge: Judge | None,
                progress: Progress | None = None) -> list[Result]:
     """Grade already-loaded trajectories (or LoadFailures) with a compiled plan and a resolved judge."""
     code_items: list[dict[str, ItemResult]] = []
-    requests, owners, seen_ids = [], [], set()
+    requests, owners = [], []
     for index, trajectory in enumerate(trajectories):
         if isinstance(trajectory, LoadFailure):
             code_items.append({})
             continue
         code_items.append({s.item.id: run_code_step(s, trajectory) for s in plan.steps if isinstance(s, CodeStep)})
-        unique = trajectory.id not in seen_ids
-        seen_ids.add(trajectory.id)
         for request in plan.judge_requests(trajectory):
-            if not unique:   # request keys must be unique within one judge call
-                request = replace(request, key=f"{trajectory.id}#{index}::{request.item_id}")
             requests.append(request)
             owners.append(index)
     verdicts = call_judge(judge, requests) if requests else []
     judged: list[dict[str, Verdict]] = [{} for _ in trajectories]
     for owner, request, verdict in zip(owners, requests, verdicts):
-        judged[owner][request.item_id] = verdict
+        judged[owner][request.item.id] = verdict
     judge_name = getattr(judge, "name", type(judge).__name__) if judge is not None and plan.needs_judge else None
     results = []
     for index, trajectory in enumerate(trajectories):

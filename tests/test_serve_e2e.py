@@ -115,12 +115,17 @@ def test_the_server_sees_the_embedded_judges_prompt_tokens(embedded_model_path):
     embedded = rubrics.EmbeddedJudge(method="choice")
     tokenizer = embedded.llm.tokenizer
     requests = cfo_requests()
-    for request, built in zip(requests, embedded.build_prompts(requests)):
-        served = encode_chat(tokenizer, prompts.chat_messages(request, prompts.CHOICE))
+    for request, planned in zip(requests, embedded.build_prompts(requests)):
+        # what OpenAIJudge sends for the item: the choice method's one prompt as chat messages
+        spec, = planned.specs
+        assert planned.error is None and planned.method.name == "choice" and not spec.lead_in
+        built = planned.main
+        served = encode_chat(tokenizer, prompts.chat_messages(request.context, spec.instructions, spec.item))
         if served != built.ids:
             at = next((i for i, (a, b) in enumerate(zip(served, built.ids)) if a != b), min(len(served),
                                                                                            len(built.ids)))
-            pytest.fail(f"{request.key}: server and embedded prompts differ at token {at}: "
+            pytest.fail(f"{request.context.trajectory_id}/{request.item.id}: server and embedded prompts differ "
+                        f"at token {at}: "
                         f"server {tokenizer.decode(served[at - 3:at + 3])!r} {served[at - 3:at + 3]} vs "
                         f"embedded {tokenizer.decode(built.ids[at - 3:at + 3])!r} {built.ids[at - 3:at + 3]}")
 
@@ -147,6 +152,32 @@ def test_grading_the_cfo_example_through_the_server_matches_the_embedded_judge(s
                 compared += 1
         assert remote.score == pytest.approx(local.score)
     assert compared == 40
+
+
+def test_the_choice_method_over_http_is_calibrated_and_says_met_as_well_as_unmet(serve):
+    """On the bug-fix labelled set, uncalibrated choice called 92% of the items unmet (8% met where 47% are); the
+    shipped calibration applies over HTTP exactly as in process."""
+    import torch
+
+    import rubrics
+    from rubrics.judges.logistic import logit
+    from rubrics.judges.methods.choice import CALIBRATION
+
+    torch.set_num_threads(1)
+    folder = ROOT / "examples" / "labels" / "bugfix-tests"
+    trajectories = sorted((folder / "trajectories").glob("*.json"))
+    rubric = rubrics.load_rubric(folder / "rubric.yaml")
+    over_http = rubrics.score_many(trajectories, rubric, judge=rubrics.OpenAIJudge(base_url=serve.url + "/v1",
+                                                                                   model=SERVED))
+    raw = rubrics.score_many(trajectories, rubric, judge=rubrics.OpenAIJudge(
+        base_url=serve.url + "/v1", model=SERVED, calibrations={"choice": rubrics.Calibration()}))
+    statuses = [i.status for r in over_http for i in r.items if i.method == "judge"]
+    assert len(statuses) == 60 and statuses.count("met") >= 10 and statuses.count("unmet") >= 10, statuses
+    for calibrated, identity in zip(over_http, raw):
+        for a, b in zip(calibrated.items, identity.items):
+            if a.method == "judge":
+                expected = CALIBRATION.probability(logit(b.probability))
+                assert a.probability == pytest.approx(expected, abs=1e-6), (calibrated.trajectory_id, a.id)
 
 
 def test_rubric_grade_judge_openai_against_rubric_serve(serve):

@@ -1,14 +1,14 @@
 """`rubric judge-eval LABELS.jsonl --rubric R`: how well the judge agrees with human labels.
 
 Prints accuracy, balanced accuracy, Cohen's kappa and Brier score per judge item and overall.
---fit-thresholds proposes per-item thresholds; --fit-calibration fits the likelihood method's scale and offset.
+--fit-thresholds proposes per-item thresholds; --fit-calibration fits the method's scale and offset.
 Both fits are in-sample (the figures printed with them are optimistic on small label sets) and say so.
 """
 from __future__ import annotations
 
 import sys
 
-METHODS = ("choice", "likelihood")
+from rubrics.judges.methods import METHOD_NAMES
 
 
 def register(subparsers) -> None:
@@ -22,60 +22,95 @@ def register(subparsers) -> None:
     parser.add_argument("--judge", choices=("embedded", "openai"), default="embedded")
     parser.add_argument("--model", help="judge model (local HF folder or .gguf for embedded; a name for openai)")
     parser.add_argument("--base-url", help="OpenAI-compatible server (--judge openai)")
-    parser.add_argument("--method", choices=METHODS, help="embedded judge: verdict method for items naming none")
+    parser.add_argument("--method", choices=METHOD_NAMES, help="verdict method for items naming none")
     parser.add_argument("--no-examples", action="store_true", help="drop the items' few-shot examples")
     parser.add_argument("--fit-thresholds", action="store_true", help="propose a threshold per item")
     parser.add_argument("--fit-calibration", action="store_true",
-                        help="fit the likelihood method's scale and offset by logistic regression")
+                        help="fit the method's calibration (scale and offset) by logistic regression")
+    parser.add_argument("--cross-validate", choices=("domain",),
+                        help="fit the method's calibration leaving each domain out and report the held-out figures "
+                             "(by label difficulty, per domain, and same-item pair ranking); needs --method")
     parser.add_argument("--format", choices=("table", "json"), default="table")
     parser.set_defaults(handler=run, parser=parser)
 
 
-def build_judge(args):
+def build_judge(args, method: str | None, *, raw: bool, llm=None):
+    """The judge to evaluate; raw: with the identity calibration for `method` (fits read logit(probability))."""
     from rubrics.judges.extras import import_judge_class, make_embedded_judge
+    from rubrics.judges.methods import IDENTITY
 
+    options = {}
+    if method:
+        options["method"] = method
+    if raw:
+        options["calibrations"] = {method: IDENTITY}
     if args.judge == "openai":
-        if not args.base_url:
-            args.parser.error("--judge openai needs --base-url")
         # OpenAIJudge reads its API key from the environment
-        return import_judge_class("openai", "OpenAIJudge")(base_url=args.base_url, model=args.model)
-    options = {"model": args.model} if args.model else {}
-    if args.method:
-        options["method"] = args.method
-    if args.fit_calibration:
-        # Raw pmi comes back as sigmoid(pmi): fit on logit(probability) = pmi.
-        options.update(likelihood_scale=1.0, likelihood_offset=0.0)
+        try:
+            return import_judge_class("openai", "OpenAIJudge")(base_url=args.base_url, model=args.model, **options)
+        except ValueError as exc:
+            args.parser.error(f"--judge openai: {exc}")
+    if args.model:
+        options["model"] = args.model
+    if llm is not None:   # methods of one run share one loaded engine (and its prefix cache)
+        options["llm"] = llm
     return make_embedded_judge(**options)
 
 
-def run(args) -> int:
+def judge_all(args, judge) -> tuple[list, list[str]]:
     from rubrics import judge_eval as je
     from rubrics.loading import load_rubric
 
-    if len(args.rubric) not in (1, len(args.labels)):
-        args.parser.error("give --rubric once, or once per labels file")
-    if args.fit_calibration and (args.judge != "embedded" or args.method != "likelihood"):
-        args.parser.error("--fit-calibration needs --judge embedded --method likelihood")
-    judge = build_judge(args)
     if args.no_examples:
         judge = je.ExamplesRemoved(judge)
     judged, skipped = [], []
     for index, labels_path in enumerate(args.labels):
         rubric = load_rubric(args.rubric[min(index, len(args.rubric) - 1)])
-        try:
-            labels = je.load_labels(labels_path)
-        except (je.LabelsError, OSError) as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 1
-        part, part_skipped = je.judge_labels(labels, rubric, judge)
+        part, part_skipped = je.judge_labels(je.load_labels(labels_path), rubric, judge)
         judged += part
         skipped += part_skipped
+    return judged, skipped
+
+
+def run(args) -> int:
+    from rubrics import judge_eval as je
+    from rubrics.judges.methods import METHOD_CLASSES
+
+    if len(args.rubric) not in (1, len(args.labels)):
+        args.parser.error("give --rubric once, or once per labels file")
+    if args.judge == "openai" and not args.base_url:
+        args.parser.error("--judge openai needs --base-url")
+    fitting = args.fit_calibration or args.cross_validate
+    if fitting and not args.method:
+        args.parser.error("--fit-calibration and --cross-validate need --method (the method whose calibration is "
+                          "fitted)")
+    # Fits work on each method's raw scores; an ensemble is fitted through its members.
+    runs = getattr(METHOD_CLASSES[args.method], "members", (args.method,)) if fitting else (args.method,)
+    members, skipped, judge, llm = {}, [], None, None
+    try:
+        for method in runs:
+            judge = build_judge(args, method, raw=fitting, llm=llm)
+            members[method], skipped = judge_all(args, judge)
+            llm = getattr(judge, "_llm", None)
+    except (je.LabelsError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     for line in skipped:
         print(f"warning: {line}", file=sys.stderr)
+    judged = next(iter(members.values()))
     output = {"judge": getattr(judge, "name", "?"), "labels": len(judged)}
-    if args.fit_calibration:
-        judged, calibration = je.calibrate_likelihood(judged)
-        output["likelihood_calibration"] = {"scale": calibration[0], "offset": calibration[1]}
+    if args.cross_validate:
+        try:
+            output["cross_validation"] = je.domain_report(members)
+        except ValueError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 1
+        judged = je.as_shipped(members, args.method)   # the per-item report below shows the judge as it ships
+        output["as_shipped"] = je.summary(judged)
+    elif args.fit_calibration:
+        fits = {name: je.fit_calibration(part) for name, part in members.items()}
+        judged = je.combined(members, fits)
+        output["calibration"] = {name: {"scale": a, "offset": b} for name, (a, b) in fits.items()}
     report = je.evaluate(judged)
     output["report"] = je.report_dict(report)
     if args.fit_thresholds:

@@ -2,50 +2,63 @@
 
 One call to judge() is one engine batch: every prompt of every trajectory goes to the engine together, ordered
 trajectory by trajectory, so the prefix cache computes the shared instructions once and each trajectory's
-evidence once. Verdicts come from log-probabilities, never from parsing generated text:
-
-- choice: P(met) = softmax over the scores of the answers "Yes" and "No";
-- likelihood: pointwise mutual information of the item written as a statement, evidence against content-free
-  evidence, mapped to a probability (rubrics/judges/likelihood.py).
-
-Reasoned mode first generates a short greedy rationale, then scores Yes/No after it.
+evidence once. Verdicts come from log-probabilities, never from parsing generated text: each request's method
+(rubrics/judges/methods/) names the prompts it needs scored and turns their scores into a probability.
+Reasoned mode first generates a short greedy rationale, then scores the answers after it.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
-from rubrics.judges import likelihood
-from rubrics.judges.prompt_ids import BuiltPrompt, PromptBuilder, PromptError
-from rubrics.judges.prompts import CHOICE, LIKELIHOOD, METHODS
+from rubrics.judges.methods import DEFAULT_METHOD, Calibration, JudgeMethod, PromptSpec, Reasoning, ScoredPrompt, \
+    make_method, method_name_for
+from rubrics.judges.prompt_ids import BuiltPrompt, PromptBuilder, PromptError, PromptRequest
 from rubrics.judges.protocol import JudgeRequest, Verdict
 
-# Chosen by `rubric judge-eval` on the shipped labeled sets (see README, "Judge"): the method with the better
-# balanced accuracy for the embedded model.
-DEFAULT_METHOD = LIKELIHOOD
 EMBEDDED_MODEL_NAME = "SmolLM2-135M-Instruct"
+
+
+@dataclass
+class PlannedRequest:
+    """One request's method and built prompts (in the method's order), or why it cannot be judged."""
+    request: JudgeRequest
+    method: JudgeMethod
+    specs: list[PromptSpec]
+    prompts: list[BuiltPrompt] = field(default_factory=list)
+    error: str | None = None
+    rationale: str | None = None      # reasoned mode: generated before scoring
+    jobs: list[int] = field(default_factory=list)   # indexes into the batch's score jobs, one per prompt
+
+    @property
+    def main(self) -> BuiltPrompt:
+        """The prompt over the trajectory's own evidence (a method's content-free baselines come before it)."""
+        return self.prompts[-1]
+
+
+@dataclass(frozen=True)
+class ScoreJob:
+    prompt: tuple[int, ...]
+    choices: tuple[tuple[int, ...], ...]
 
 
 class EmbeddedJudge:
     """rubrics.EmbeddedJudge(model=None, **engine_options): the judge of `rubric grade --judge embedded`.
 
-    method: the verdict method for items that name none ("choice" or "likelihood").
-    likelihood_scale / likelihood_offset: the calibration of the likelihood method (fitted defaults).
+    method: the verdict method for items that name none (a name in rubrics.judges.methods.METHOD_NAMES).
+    calibrations: {method name: Calibration} replacing the methods' fitted defaults.
     llm: an already loaded judge_engine.LLM to share (tests, benchmarks); engine_options go to LLM otherwise.
     """
 
     def __init__(self, model: str | None = None, *, method: str | None = None,
-                 likelihood_scale: float = likelihood.SCALE, likelihood_offset: float = likelihood.OFFSET,
-                 llm: Any = None, **engine_options: Any):
-        method = method or DEFAULT_METHOD
-        if method not in METHODS:
-            raise ValueError(f"method: expected one of {METHODS}, got {method!r}")
+                 calibrations: Mapping[str, Calibration] | None = None, llm: Any = None, **engine_options: Any):
+        self.method = method or DEFAULT_METHOD
+        self.calibrations = dict(calibrations or {})
+        self._methods: dict[str, JudgeMethod] = {}
+        self.method_object(self.method)   # an unknown name fails here, before any model is loaded
         self.model = model
-        self.method = method
-        self.scale = likelihood_scale
-        self.offset = likelihood_offset
         self.engine_options = engine_options
         self._llm = llm
         self._builder: PromptBuilder | None = None
@@ -54,6 +67,11 @@ class EmbeddedJudge:
         # progress(judgments done, judgments in the batch, engine stats), called while a batch runs (CLI bar);
         # a first call with 0 done says that the model is loaded and judging starts
         self.progress: Any = None
+
+    def method_object(self, name: str) -> JudgeMethod:
+        if name not in self._methods:
+            self._methods[name] = make_method(name, self.calibrations)
+        return self._methods[name]
 
     @property
     def llm(self) -> Any:
@@ -66,112 +84,106 @@ class EmbeddedJudge:
     @property
     def builder(self) -> PromptBuilder:
         if self._builder is None:
-            self._builder = PromptBuilder(self.llm.tokenizer, max_model_len(self.llm), self.method)
+            self._builder = PromptBuilder(self.llm.tokenizer, max_model_len(self.llm))
         return self._builder
 
     def stats(self) -> dict:
         """The engine's counters (prompt_tokens, computed_prompt_tokens, prefix_cache_hit_rate, ...)."""
         return self.llm.stats()
 
-    def build_prompts(self, requests: Sequence[JudgeRequest]) -> list[BuiltPrompt | PromptError]:
-        return self.builder.build(requests)
+    def build_prompts(self, requests: Sequence[JudgeRequest]) -> list[PlannedRequest]:
+        planned = [self._plan(request) for request in requests]
+        wanted = [PromptRequest(p.request.context, spec) for p in planned for spec in p.specs]
+        built = iter(self.builder.build(wanted))
+        for p in planned:
+            for prompt in [next(built) for _ in p.specs]:
+                if isinstance(prompt, PromptError):
+                    p.error = p.error or prompt.message
+                else:
+                    p.prompts.append(prompt)
+        return planned
+
+    def _plan(self, request: JudgeRequest) -> PlannedRequest:
+        try:
+            method = self.method_object(method_name_for(request.item, self.method))
+        except ValueError as exc:   # a request naming no registered method: its own error, not the batch's
+            return PlannedRequest(request, self.method_object(self.method), [], error=str(exc))
+        return PlannedRequest(request, method, method.prompts(request.item))
 
     def judge(self, requests: Sequence[JudgeRequest]) -> list[Verdict]:
         if not requests:
             return []
         try:
-            built = self.build_prompts(requests)
+            planned = self.build_prompts(requests)
         except ImportError:
             raise  # a missing [engine] extra: the scorer turns it into an install hint on every item
         except Exception as exc:  # noqa: BLE001 - no engine or tokenizer: every item is an error, none raises
             reason = f"embedded judge unavailable: {type(exc).__name__}: {exc}"
             return [Verdict(met=None, probability=None, error=reason) for _ in requests]
-        self.last_cut_tokens = sum(b.cut_tokens for b in built if isinstance(b, BuiltPrompt))
+        self.last_cut_tokens = sum(prompt.cut_tokens for p in planned for prompt in p.prompts)
         if self.progress is not None:  # the model is ready: judging starts now (the CLI times it from here)
             self.progress(0, len(requests), self.llm.stats())
-        rationales = self._rationales(requests, built)
-        return self._verdicts(requests, built, rationales)
+        self._generate_rationales(planned)
+        return self._verdicts(planned)
 
     # -- reasoned mode ------------------------------------------------------------------------------------
-    def _rationales(self, requests: Sequence[JudgeRequest], built: list) -> dict[int, str | Exception]:
+    def _generate_rationales(self, planned: list[PlannedRequest]) -> None:
         from judge_engine import SamplingParams
 
-        wanted = [i for i, (r, b) in enumerate(zip(requests, built))
-                  if r.mode == "reasoned" and isinstance(b, BuiltPrompt)]
+        wanted = [p for p in planned if p.error is None and self._reasoning(p) is not None]
         if not wanted:
-            return {}
-        prompts = [built[i].ids for i in wanted]
-        params = [SamplingParams(temperature=0.0, max_tokens=requests[i].max_tokens) for i in wanted]
+            return
+        params = [SamplingParams(temperature=0.0, max_tokens=self._reasoning(p).max_tokens) for p in wanted]
         try:
-            outputs = self.llm.generate(prompts, params)  # one batch, greedy
+            outputs = self.llm.generate([p.main.ids for p in wanted], params)  # one batch, greedy
         except Exception as exc:  # noqa: BLE001 - reported on each reasoned item
-            return {i: exc for i in wanted}
-        tokenizer = self.llm.tokenizer
-        rationales: dict[int, str | Exception] = {}
-        for i, output in zip(wanted, outputs):
-            if getattr(output, "error", None):
-                rationales[i] = RuntimeError(output.error)
-                continue
-            rationales[i] = tokenizer.decode(list(output.token_ids), skip_special_tokens=True).strip()
-        return rationales
+            outputs = [exc] * len(wanted)
+        for p, output in zip(wanted, outputs):
+            failure = output if isinstance(output, Exception) else getattr(output, "error", None)
+            if failure:
+                p.error = f"reasoned mode: rationale generation failed: {failure}"
+            else:
+                p.rationale = self.llm.tokenizer.decode(list(output.token_ids), skip_special_tokens=True).strip()
+
+    def _reasoning(self, planned: PlannedRequest) -> Reasoning | None:
+        return planned.specs[-1].reasoning
 
     # -- scoring ------------------------------------------------------------------------------------------
-    def _verdicts(self, requests: Sequence[JudgeRequest], built: list,
-                  rationales: dict[int, str | Exception]) -> list[Verdict]:
-        jobs: list[tuple[list[int], list[list[int]]]] = []
+    def _verdicts(self, planned: list[PlannedRequest]) -> list[Verdict]:
+        jobs: list[ScoreJob] = []
         weights: list[int] = []  # judgments each job completes (for the progress bar)
-        slot: dict[tuple, int] = {}  # identical (prompt, choices) pairs are scored once (content-free baselines)
+        slot: dict[ScoreJob, int] = {}  # identical jobs are scored once (content-free baselines)
 
-        def submit(prompt: list[int], choices: list[list[int]], weight: int = 1) -> int:
-            key = (tuple(prompt), tuple(map(tuple, choices)))
-            if key not in slot:
-                slot[key] = len(jobs)
-                jobs.append((prompt, choices))
+        def submit(job: ScoreJob, weight: int) -> int:
+            if job not in slot:
+                slot[job] = len(jobs)
+                jobs.append(job)
                 weights.append(0)
-            weights[slot[key]] += weight
-            return slot[key]
+            weights[slot[job]] += weight
+            return slot[job]
 
-        plan: list[Any] = []
-        for i, (request, prompt) in enumerate(zip(requests, built)):
-            if isinstance(prompt, PromptError):
-                plan.append(prompt.message)
-            elif isinstance(rationales.get(i), Exception):
-                plan.append(f"reasoned mode: rationale generation failed: {rationales[i]}")
-            elif i in rationales:
-                ids = prompt.ids + self.builder.follow_up(rationales[i])
-                plan.append((CHOICE, submit(ids, prompt.choices), None, rationales[i]))
-            elif prompt.method == LIKELIHOOD:
-                baseline = submit(prompt.baseline, prompt.choices, weight=0)
-                plan.append((LIKELIHOOD, submit(prompt.ids, prompt.choices), baseline, len(prompt.choices[0])))
-            else:
-                plan.append((CHOICE, submit(prompt.ids, prompt.choices), None, None))
+        for p in planned:
+            if p.error is not None:
+                continue
+            reasoning = self._reasoning(p)
+            for position, prompt in enumerate(p.prompts):
+                ids = prompt.ids
+                if reasoning is not None:
+                    ids = ids + self.builder.follow_up(p.rationale or "", reasoning.follow_up)
+                job = ScoreJob(tuple(ids), tuple(map(tuple, prompt.choices)))
+                p.jobs.append(submit(job, weight=1 if position == len(p.prompts) - 1 else 0))
         scores = score_jobs(self.llm, jobs, weights, self.progress)
-        return [self._verdict(request, entry, scores) for request, entry in zip(requests, plan)]
+        return [self._verdict(p, scores) for p in planned]
 
-    def _verdict(self, request: JudgeRequest, entry: Any, scores: list) -> Verdict:
-        if isinstance(entry, str):
-            return Verdict(met=None, probability=None, error=entry)
-        method, main, baseline, extra = entry
-        failure = next((scores[j] for j in (main, baseline) if j is not None and isinstance(scores[j], str)), None)
+    def _verdict(self, planned: PlannedRequest, scores: list) -> Verdict:
+        if planned.error is not None:
+            return Verdict(met=None, probability=None, error=planned.error)
+        failure = next((scores[j] for j in planned.jobs if isinstance(scores[j], str)), None)
         if failure is not None:
             return Verdict(met=None, probability=None, error=f"engine could not score the prompt: {failure}")
-        if method == LIKELIHOOD:
-            pmi = likelihood.pmi_per_token(scores[main][0], scores[baseline][0], extra)
-            probability = likelihood.probability(pmi, self.scale, self.offset)
-            # What the verdict rests on, for `rubric grade --verbose` (there is no generated text to show).
-            rationale = (f"likelihood p={probability:.3f} (threshold {request.threshold}): the evidence moves the "
-                         f"item's statement by {pmi:+.3f} nats/token against content-free evidence")
-        else:
-            probability = choice_probability(scores[main])
-            rationale = extra
-        return Verdict(met=probability >= request.threshold, probability=probability, rationale=rationale)
-
-
-def choice_probability(logprobs: Sequence[float]) -> float:
-    """P(met) from the log-probabilities of (met answer, unmet answer), renormalised over the two."""
-    met, unmet = logprobs[0], logprobs[1]
-    top = max(met, unmet)
-    return math.exp(met - top) / (math.exp(met - top) + math.exp(unmet - top))
+        scored = [ScoredPrompt(tuple(scores[j]), tuple(map(len, prompt.choices)), planned.rationale)
+                  for j, prompt in zip(planned.jobs, planned.prompts)]
+        return planned.method.verdict(planned.request.item, scored)
 
 
 def max_model_len(llm: Any) -> int:
@@ -184,8 +196,7 @@ def max_model_len(llm: Any) -> int:
     return min(limits)
 
 
-def score_jobs(llm: Any, jobs: list[tuple[list[int], list[list[int]]]], weights: list[int],
-               progress: Any = None) -> list[list[float] | str]:
+def score_jobs(llm: Any, jobs: list[ScoreJob], weights: list[int], progress: Any = None) -> list[list[float] | str]:
     """All jobs in one LLM.score batch; each result is the choices' log-probabilities or the engine's reason.
 
     weights[i]: how many judgments job i completes, for progress(done, total, engine stats)."""
@@ -201,10 +212,9 @@ def score_jobs(llm: Any, jobs: list[tuple[list[int], list[list[int]]]], weights:
         if progress is not None:
             progress(done, total, llm.stats())
 
-    prompts = [prompt for prompt, _ in jobs]
-    choices = [choice_ids for _, choice_ids in jobs]
     try:
-        results = llm.score(prompts, choices, on_scored=scored)
+        results = llm.score([list(job.prompt) for job in jobs], [[list(c) for c in job.choices] for job in jobs],
+                            on_scored=scored)
     except ScoreError as exc:  # every job failed: LLM.score raises the first reason instead of returning them
         return [exc.message] * len(jobs)
     except Exception as exc:  # noqa: BLE001 - an engine failure mid-batch makes every item an error, none raises

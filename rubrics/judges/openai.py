@@ -5,10 +5,11 @@ request shares, then one user turn that starts with the trajectory's context and
 server with automatic prefix caching computes each trajectory's context once. Requests for one trajectory are
 sent next to each other for the same reason.
 
-Verdicts use the "choice" method: P(Yes) normalised over the two answer tokens, read from the first answer
-token's top log-probabilities. A server that returns no log-probabilities gets a strictly parsed one-word
-answer instead (probability 1 or 0); a server that gives neither, or a call that still fails after its
-retries, gives an error verdict, never a silent unmet.
+It runs the methods that a chat server can run (`over_http`, rubrics/judges/methods/): the answers'
+log-probabilities are read from the first answer token's top log-probabilities and the method turns them into a
+probability, with the same calibration as on the embedded judge. A server that returns no log-probabilities gets
+a strictly parsed one-word answer instead (probability 1 or 0); a server that gives neither, or a call that
+still fails after its retries, gives an error verdict, never a silent unmet.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import asyncio
 import math
 import os
 import threading
+from dataclasses import dataclass
 from collections.abc import Coroutine, Sequence
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
@@ -24,8 +26,10 @@ from urllib.parse import urlsplit
 import httpx
 
 from rubrics.judges import prompts
+from rubrics.judges.methods import DEFAULT_HTTP_METHOD, Calibration, JudgeMethod, PromptSpec, ScoredPrompt, \
+    make_method, method_name_for
 from rubrics.judges.openai_http import JudgeHTTPError, RetryPolicy, get_json, post_json
-from rubrics.judges.protocol import JudgeRequest, Verdict
+from rubrics.judges.protocol import JudgeItem, JudgeRequest, Verdict
 
 API_KEY_VARIABLES = ("RUBRICS_OPENAI_API_KEY", "OPENAI_API_KEY")
 # OpenAI and vLLM cap top_logprobs at 20; more would be rejected by some servers.
@@ -60,11 +64,14 @@ class OpenAIJudge:
 
     concurrency bounds the requests in flight; timeout is each judge call's deadline in seconds, retries and
     backoff included; max_retries counts the retries after the first attempt (429, 5xx, connection errors).
+    method: the verdict method for items that name none (one a chat server can run); calibrations:
+    {method name: Calibration} replacing the methods' fitted defaults.
     """
 
     def __init__(self, base_url: str, model: str | None = None, api_key: str | None = None, *, concurrency: int = 16,
                  timeout: float = 120.0, max_retries: int = 4, top_logprobs: int = TOP_LOGPROBS,
-                 seed: int | None = 0):
+                 seed: int | None = 0, method: str | None = None,
+                 calibrations: dict[str, Calibration] | None = None):
         if concurrency < 1:
             raise ValueError(f"concurrency: expected an integer >= 1, got {concurrency!r}")
         if not timeout > 0:
@@ -80,8 +87,19 @@ class OpenAIJudge:
         self.policy = RetryPolicy(max_retries=max_retries)
         self.top_logprobs = top_logprobs
         self.seed = seed
+        self.method = method or DEFAULT_HTTP_METHOD
+        self.calibrations = dict(calibrations or {})
+        self._methods: dict[str, JudgeMethod] = {}
+        if not self.method_object(self.method).over_http:
+            raise ValueError(f"method: {self.method!r} needs prompt log-probabilities, which OpenAI-compatible chat "
+                             "servers do not return")
         key = api_key or api_key_from_environment()
         self._headers = {"Authorization": f"Bearer {key}"} if key else {}
+
+    def method_object(self, name: str) -> JudgeMethod:
+        if name not in self._methods:
+            self._methods[name] = make_method(name, self.calibrations)
+        return self._methods[name]
 
     # ---------------------------------------------------------------- public
 
@@ -116,24 +134,44 @@ class OpenAIJudge:
 
     async def _judge_one(self, client: httpx.AsyncClient, gate: asyncio.Semaphore,
                          request: JudgeRequest) -> Verdict:
-        method = request.method or prompts.CHOICE
-        if method != prompts.CHOICE:
-            return Verdict(met=None, probability=None, error=(
-                f"method {method!r} needs prompt log-probabilities, which OpenAI-compatible chat servers do not "
-                f"return; use method: choice with --judge openai, or the embedded judge"))
+        item = request.item
         try:
+            method = self.method_object(method_name_for(item, self.method))
+        except ValueError as exc:   # a request naming no registered method: its own error, not the batch's
+            return Verdict(met=None, probability=None, error=str(exc))
+        if not method.over_http:
+            return Verdict(met=None, probability=None, error=(
+                f"method {method.name!r} needs prompt log-probabilities, which OpenAI-compatible chat servers do "
+                f"not return; use a method that runs over HTTP (choice) with --judge openai, or the embedded judge"))
+        specs = method.prompts(item)
+        try:
+            scored = []
             async with gate:
-                messages = prompts.chat_messages(request, prompts.CHOICE)
-                rationale = None
-                if request.mode == "reasoned":
-                    rationale = await self._rationale(client, messages, request.max_tokens)
-                    messages = messages + prompts.verdict_follow_up(rationale)
-                body = await self._post(client, messages, max_tokens=1, logprobs=True)
-            return verdict_from_answer(body, request.threshold, rationale)
+                for spec in specs:
+                    scored.append(await self._score_spec(client, request, spec))
+            return verdict_from_scores(method, item, specs, scored)
         except (JudgeHTTPError, JudgeAnswerError) as exc:
             return Verdict(met=None, probability=None, error=str(exc))
         except Exception as exc:  # noqa: BLE001 - one broken request must never sink the batch
             return Verdict(met=None, probability=None, error=f"judge call failed: {type(exc).__name__}: {exc}")
+
+    async def _score_spec(self, client: httpx.AsyncClient, request: JudgeRequest,
+                          spec: PromptSpec) -> ScoredPrompt | str | None:
+        """The answers' log-probabilities for one of the method's prompts; without them, the answer's text (a
+        str) or None."""
+        messages = prompts.chat_messages(request.context, spec.instructions, spec.item, content_free=spec.content_free)
+        rationale = None
+        if spec.reasoning is not None:
+            rationale = await self._rationale(client, messages, spec.reasoning.max_tokens)
+            messages = messages + [{"role": "assistant", "content": rationale},
+                                   {"role": "user", "content": spec.reasoning.follow_up}]
+        body = await self._post(client, messages, max_tokens=1, logprobs=True)
+        choice = first_choice(body)
+        answers = tuple(piece.text for piece in spec.choices)
+        logprobs = answer_logprobs(choice, answers)
+        if logprobs is not None:
+            return ScoredPrompt(logprobs, (1,) * len(answers), rationale)
+        return AnswerText((choice.get("message") or {}).get("content"), rationale)
 
     async def _rationale(self, client: httpx.AsyncClient, messages: list[dict[str, Any]], max_tokens: int) -> str:
         body = await self._post(client, messages, max_tokens=max_tokens, logprobs=False)
@@ -164,29 +202,38 @@ def first_choice(body: dict[str, Any]) -> dict[str, Any]:
     return choices[0]
 
 
-def verdict_from_answer(body: dict[str, Any], threshold: float, rationale: str | None = None) -> Verdict:
-    choice = first_choice(body)
-    probability = choice_probability(choice)
-    if probability is not None:
-        return Verdict(met=probability >= threshold, probability=probability, rationale=rationale)
-    text = (choice.get("message") or {}).get("content")
-    met = parse_one_word_answer(text)
+@dataclass(frozen=True)
+class AnswerText:
+    """A server answer without log-probabilities: only its text can decide, and only for a one-prompt method."""
+    text: Any
+    rationale: str | None
+
+
+def verdict_from_scores(method: JudgeMethod, item: JudgeItem, specs: list[PromptSpec],
+                        scored: list[ScoredPrompt | AnswerText]) -> Verdict:
+    if all(isinstance(s, ScoredPrompt) for s in scored):
+        return method.verdict(item, scored)  # type: ignore[arg-type]
+    answers = tuple(piece.text for piece in specs[-1].choices)
+    answer = scored[-1]
+    met = parse_one_word_answer(answer.text, answers) if len(specs) == 1 else None
     if met is None:
         raise JudgeAnswerError(
-            f"the server returned no log-probabilities for {prompts.ANSWER_CHOICES[0]}/{prompts.ANSWER_CHOICES[1]}"
-            f" and its answer {str(text)[:80]!r} is not one of them")
+            f"the server returned no log-probabilities for {'/'.join(answers)}"
+            + (f" and its answer {str(answer.text)[:80]!r} is not one of them" if len(specs) == 1 else
+               f", which the {method.name} method needs"))
     note = "verdict parsed from the answer text: the server returned no log-probabilities"
+    rationale = answer.rationale
     return Verdict(met=met, probability=1.0 if met else 0.0, rationale=f"{rationale}\n{note}" if rationale else note)
 
 
-def choice_probability(choice: dict[str, Any]) -> float | None:
-    """P(Yes) / (P(Yes) + P(No)) from the first generated token's top log-probabilities.
+def answer_logprobs(choice: dict[str, Any], answers: tuple[str, ...]) -> tuple[float, ...] | None:
+    """Each answer's log-probability at the first generated token, from its top log-probabilities.
 
-    Only the exact answer tokens count, as in the embedded judge's choice method, so the two judges agree on one
-    model. When one answer is outside the top-k, its log-probability is at most the smallest one shown, and that
-    bound stands in for it (a conservative probability). None when neither answer is shown. A log-probability
-    that no distribution can have (NaN, infinite, positive, not a number) raises JudgeAnswerError: a verdict
-    computed from it would be a silent guess.
+    Only the exact answer tokens count, as in the embedded judge, so the two judges agree on one model. When an
+    answer is outside the top-k, its log-probability is at most the smallest one shown, and that bound stands in
+    for it (a conservative estimate). None when no answer is shown. A log-probability that no distribution can
+    have (NaN, infinite, positive, not a number) raises JudgeAnswerError: a verdict computed from it would be a
+    silent guess.
     """
     content = (choice.get("logprobs") or {}).get("content")
     if not content or not isinstance(content[0], dict):
@@ -199,13 +246,11 @@ def choice_probability(choice: dict[str, Any]) -> float | None:
     for entry in top:
         candidates.setdefault(entry.get("token"), entry.get("logprob"))
     shown = {token: checked_logprob(token, lp) for token, lp in candidates.items()}
-    yes, no = (shown.get(answer) for answer in prompts.ANSWER_CHOICES)
-    if yes is None and no is None:
+    found = [shown.get(answer) for answer in answers]
+    if all(value is None for value in found):
         return None
     floor = min(shown.values())
-    yes = floor if yes is None else yes
-    no = floor if no is None else no
-    return _sigmoid(yes - no)
+    return tuple(floor if value is None else value for value in found)
 
 
 # Servers compute log-softmax in float16/float32: the top token's value can come out a hair above 0.
@@ -221,23 +266,16 @@ def checked_logprob(token: Any, value: Any) -> float:
     return min(float(value), 0.0)
 
 
-def _sigmoid(x: float) -> float:
-    """1 / (1 + exp(-x)) without overflow for log-probability gaps of any size."""
-    if x >= 0:
-        return 1.0 / (1.0 + math.exp(-x))
-    exp_x = math.exp(x)
-    return exp_x / (1.0 + exp_x)
-
-
-def parse_one_word_answer(text: Any) -> bool | None:
-    """Yes/No (any case, one trailing period allowed) and nothing else: anything longer is not a verdict."""
+def parse_one_word_answer(text: Any, answers: tuple[str, ...]) -> bool | None:
+    """The met answer or the unmet one (any case, one trailing period allowed) and nothing else: anything longer
+    is not a verdict."""
     if not isinstance(text, str):
         return None
     word = text.strip().removesuffix(".").strip().lower()
-    answers = [answer.lower() for answer in prompts.ANSWER_CHOICES]
-    if word == answers[0]:
+    lowered = [answer.lower() for answer in answers]
+    if word == lowered[0]:
         return True
-    if word == answers[1]:
+    if word == lowered[1]:
         return False
     return None
 

@@ -1,7 +1,9 @@
 """The judge protocol: a batch of requests in, one verdict per request out.
 
 The scorer only speaks this protocol, so the embedded engine judge, an HTTP judge or a test fake
-plug in without the scorer knowing which one it has.
+plug in without the scorer knowing which one it has. A request is a pointer to the context it is
+judged in (one trajectory's task, reference and evidence, built once by the compiler and shared by
+all of that trajectory's items) plus the item itself.
 """
 from __future__ import annotations
 
@@ -16,28 +18,46 @@ class EvidenceBlock:
 
 
 @dataclass(frozen=True)
+class JudgeContext:
+    """What every item of one trajectory is judged in: the prompt prefix its items share."""
+    trajectory_id: str
+    task: str
+    reference: str | None
+    evidence: tuple[EvidenceBlock, ...]
+
+
+@dataclass(frozen=True)
 class JudgeExample:
     evidence: str
     met: bool
 
 
 @dataclass(frozen=True)
-class JudgeRequest:
-    key: str                 # f"{trajectory_id}::{item_id}", unique within one call
-    trajectory_id: str
-    item_id: str
+class JudgeItem:
+    """One rubric item as the judge sees it, with its compiled judge options."""
+    id: str
     kind: str                # "gate" | "criterion"
     points: int | None
     criterion: str           # the judge TEXT
-    penalty: bool            # True for negative points: asks whether the behaviour occurred
-    task: str
-    reference: str | None
-    evidence: tuple[EvidenceBlock, ...]
-    threshold: float = 0.5
-    method: str | None = None    # "choice" | "likelihood" | None (judge default)
-    mode: str = "direct"         # "direct" | "reasoned"
-    max_tokens: int = 128        # for reasoned mode
+    penalty: bool = False    # True for negative points: asks whether the behaviour occurred
     examples: tuple[JudgeExample, ...] = ()
+    threshold: float = 0.5
+    method: str | None = None    # a name in rubrics.judges.methods.METHODS; None: the judge's default
+    mode: str = "direct"         # "direct" | "reasoned"
+    max_tokens: int = 128        # the rationale's budget in reasoned mode
+
+    @property
+    def tag(self) -> str:
+        """How the prompt shows the item's sign: [gate], [+3], [-2]."""
+        if self.kind == "gate" or self.points is None:
+            return "[gate]"
+        return f"[{self.points:+d}]"
+
+
+@dataclass(frozen=True)
+class JudgeRequest:
+    context: JudgeContext
+    item: JudgeItem
 
 
 @dataclass(frozen=True)

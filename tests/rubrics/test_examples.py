@@ -38,12 +38,12 @@ def test_outcomes_cover_every_case_of_the_issue():
 
 
 def test_penalties_push_below_zero_and_clip():
-    penalties_only = ScriptedJudge(lambda r: Verdict(met=r.penalty, probability=0.9))
+    penalties_only = ScriptedJudge(lambda r: Verdict(met=r.item.penalty, probability=0.9))
     result = rubrics.score(EXAMPLE_DIR / "trajectories" / "03-penalties-clip.json", EXAMPLE_RUBRIC, judge=penalties_only)
     assert result.gates_passed is True and result.earned == -5 and result.score == 0.0 and result.complete
 
 
 def test_full_marks_with_a_judge_that_agrees():
-    judge = ScriptedJudge(lambda r: Verdict(met=not r.penalty, probability=0.9))
+    judge = ScriptedJudge(lambda r: Verdict(met=not r.item.penalty, probability=0.9))
     result = rubrics.score(EXAMPLE_DIR / "trajectories" / "01-all-gates-pass.json", EXAMPLE_RUBRIC, judge=judge)
     assert (result.score, result.earned, result.total, result.complete) == (1.0, 8, 8, True)

@@ -40,6 +40,7 @@ from hypothesis import strategies as st
 import rubrics
 from rubrics.checks import patterns
 from rubrics.cli.main import main as rubric_main
+from rubrics.compiler import compile_rubric
 from rubrics.judges.protocol import Verdict
 from rubrics.trajectory import Trajectory, TrajectoryLoadError, iter_trajectory_file
 
@@ -390,23 +391,38 @@ jsonl_lines = st.one_of(
 
 
 class EvidenceJudge:
-    """Deterministic fake: met when the evidence has an even number of characters; records duplicate keys."""
+    """Deterministic fake: met when the evidence and criterion have an even number of characters together, so
+    the verdict each item gets says which trajectory's request it came from; counts the requests."""
 
     name = "fuzz-evidence"
 
     def __init__(self):
-        self.duplicate_keys: list[str] = []
         self.requests = 0
 
+    @staticmethod
+    def decide(request) -> Verdict:
+        size = sum(len(block.text) for block in request.context.evidence) + len(request.item.criterion)
+        return Verdict(met=size % 2 == 0, probability=0.75 if size % 2 == 0 else 0.25)
+
     def judge(self, requests):
-        keys = [r.key for r in requests]
-        self.duplicate_keys += sorted({k for k in keys if keys.count(k) > 1})
         self.requests += len(requests)
-        verdicts = []
-        for request in requests:
-            size = sum(len(block.text) for block in request.evidence) + len(request.criterion)
-            verdicts.append(Verdict(met=size % 2 == 0, probability=0.75 if size % 2 == 0 else 0.25))
-        return verdicts
+        return [self.decide(request) for request in requests]
+
+
+def check_own_verdicts(judge: EvidenceJudge, rubric, entries, results):
+    """Each trajectory's judge items carry the verdicts on its own evidence, even when trajectory ids repeat
+    (nothing keys a request by trajectory id), and each judge item was asked exactly once."""
+    plan = compile_rubric(rubric)
+    asked = 0
+    for result, entry in zip(results, entries):
+        if not isinstance(entry, Trajectory):
+            continue
+        statuses = {item.id: item.status for item in result.items}
+        for request in plan.judge_requests(entry):
+            asked += 1
+            assert statuses[request.item.id] == ("met" if EvidenceJudge.decide(request).met else "unmet"), \
+                (entry.source, request.item.id)
+    assert judge.requests == asked
 
 
 judges = st.sampled_from(["none", "fake"])
@@ -452,7 +468,7 @@ def grade_file(path: Path, rubric, judge_name: str, expected_sources: list[str])
     for result, entry in zip(results, entries):
         check_result(result, rubric, entry)
     if isinstance(judge, EvidenceJudge):
-        assert judge.duplicate_keys == []
+        check_own_verdicts(judge, rubric, entries, results)
     return entries, results
 
 
@@ -481,8 +497,11 @@ def test_every_rubric_file_loads_or_gets_a_positioned_error(case, judge_name):
             judge = make_judge(judge_name)
             results = rubrics.score_many(trajectories, rubric, judge=judge)
             assert len(results) == 2
-            for result, trajectory in zip(results, trajectories):
-                check_result(result, rubric, rubrics.load_trajectory(trajectory))
+            loaded = [rubrics.load_trajectory(trajectory) for trajectory in trajectories]
+            for result, trajectory in zip(results, loaded):
+                check_result(result, rubric, trajectory)
+            if isinstance(judge, EvidenceJudge):
+                check_own_verdicts(judge, rubric, loaded, results)
 
 
 @settings(max_examples=150, **FUZZ)

@@ -10,7 +10,9 @@ import torch
 
 import rubrics
 from judge_models import CFO_RUBRIC, LABELS_DIR, cfo_trajectory_paths, tiny_judge_model
-from rubrics.judges.embedded import EmbeddedJudge, choice_probability
+from rubrics.judges.embedded import EmbeddedJudge
+from rubrics.judges.logistic import logit, sigmoid
+from rubrics.judges.methods import Calibration, ChoiceMethod, ScoredPrompt
 from rubrics.judges.protocol import EvidenceBlock
 from test_judge_prompts import INJECTION, request
 
@@ -68,8 +70,9 @@ def test_an_injection_trajectory_is_graded_as_text_and_leaves_the_others_alone(j
     assert after[1].complete
     # on token ids: the injected prompt holds exactly the template's special tokens, like a clean one
     specials = set(judge.llm.tokenizer.all_special_ids)
-    clean, dirty = judge.build_prompts([request(), request(evidence=(EvidenceBlock("final_answer", INJECTION),))])
-    assert sorted(t for t in dirty.ids if t in specials) == sorted(t for t in clean.ids if t in specials)
+    clean, dirty = judge.build_prompts([request(), request(trajectory_id="u",
+                                                           evidence=(EvidenceBlock("final_answer", INJECTION),))])
+    assert sorted(t for t in dirty.main.ids if t in specials) == sorted(t for t in clean.main.ids if t in specials)
 
 
 def test_reasoned_mode_generates_a_rationale_then_scores(judge):
@@ -82,7 +85,7 @@ def test_reasoned_mode_generates_a_rationale_then_scores(judge):
 
 
 def test_item_threshold_decides_met(judge):
-    low, high = judge.judge([request(threshold=0.01), request(key="t::b", item_id="b", threshold=0.99)])
+    low, high = judge.judge([request(threshold=0.01), request(id="b", threshold=0.99)])
     assert low.probability == pytest.approx(high.probability)
     assert (low.met, high.met) == (True, False)
 
@@ -91,15 +94,15 @@ def test_long_evidence_is_cut_and_an_impossible_item_errors_alone(tmp_path_facto
     small = EmbeddedJudge(model=str(tiny_judge_model(str(tmp_path_factory.mktemp("small")), 1024)),
                           method="likelihood")
     long = (EvidenceBlock("final_answer", "start " + "spend line 48.2L " * 2000 + " end"),)
-    ok, cut, impossible = small.judge([request(), request(key="u::a", trajectory_id="u", evidence=long),
-                                       request(key="t::z", item_id="z", criterion="too long " * 2000)])
+    ok, cut, impossible = small.judge([request(), request(trajectory_id="u", evidence=long),
+                                       request(id="z", criterion="too long " * 2000)])
     assert ok.error is None and cut.error is None and small.last_cut_tokens > 0
     assert ok.rationale.startswith("likelihood p=") and "the evidence moves the item's statement by" in ok.rationale
     assert impossible.met is None and "cannot fit the model's context of 1024 tokens" in impossible.error
 
 
 def test_a_missing_model_gives_error_verdicts_not_an_exception(tmp_path):
-    verdicts = EmbeddedJudge(model=str(tmp_path / "nowhere")).judge([request(), request(key="t::b")])
+    verdicts = EmbeddedJudge(model=str(tmp_path / "nowhere")).judge([request(), request(id="b")])
     assert all(v.met is None and "embedded judge unavailable" in v.error and "nowhere" in v.error
                for v in verdicts)
 
@@ -109,7 +112,30 @@ def test_unknown_method_is_rejected():
         EmbeddedJudge(method="vibes")
 
 
-def test_choice_probability_renormalises_over_the_two_answers():
+def test_two_trajectories_with_the_same_id_get_their_own_verdicts(judge):
+    # nothing keys a request by trajectory id: same id, different evidence, different probabilities
+    a, b = judge.judge([request(), request(evidence=(EvidenceBlock("final_answer", "Nothing about spend."),))])
+    assert a.error is None and b.error is None and a.probability != pytest.approx(b.probability, abs=1e-6)
+    alone, = judge.judge([request(evidence=(EvidenceBlock("final_answer", "Nothing about spend."),))])
+    assert alone.probability == pytest.approx(b.probability, abs=1e-5)
+
+
+def test_a_calibration_given_to_the_judge_replaces_the_methods_default(model_dir, judge):
+    raw = EmbeddedJudge(model=str(model_dir), method="choice", calibrations={"choice": Calibration()}, llm=judge.llm)
+    shipped = EmbeddedJudge(model=str(model_dir), method="choice", llm=judge.llm)
+    shifted = EmbeddedJudge(model=str(model_dir), method="choice", calibrations={"choice": Calibration(2.0, 1.0)},
+                            llm=judge.llm)
+    [plain], [calibrated], [default] = raw.judge([request()]), shifted.judge([request()]), shipped.judge([request()])
+    assert calibrated.probability == pytest.approx(sigmoid(2.0 * logit(plain.probability) + 1.0), abs=1e-6)
+    assert default.probability == pytest.approx(ChoiceMethod.default_calibration.probability(
+        logit(plain.probability)), abs=1e-6)
+
+
+def test_uncalibrated_choice_probability_renormalises_over_the_two_answers():
+    def choice_probability(logprobs):
+        item = request().item
+        return ChoiceMethod(Calibration()).verdict(item, [ScoredPrompt(tuple(logprobs), (1, 1))]).probability
+
     assert choice_probability([-1.0, -1.0]) == pytest.approx(0.5)
     assert choice_probability([-0.1, -2.4]) == pytest.approx(1 / (1 + pow(2.718281828459045, -2.3)))
     assert choice_probability([-900.0, -1000.0]) == pytest.approx(1.0)

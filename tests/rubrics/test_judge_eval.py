@@ -2,12 +2,14 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
 from judge_models import INVOICE_RUBRIC, LABELS_DIR
 from rubric_fakes import ScriptedJudge
 from rubrics import judge_eval as je
+from rubrics.judges.logistic import fit_logistic, logit, sigmoid
 from rubrics.judges.protocol import Verdict
 
 INVOICE_LABELS = LABELS_DIR / "invoice-fix" / "labels.jsonl"
@@ -53,14 +55,22 @@ def test_cross_validated_thresholds_are_fitted_without_the_held_out_trajectory()
     assert je.cross_validated(flipped).overall.accuracy == 0.0
 
 
-def test_calibrate_likelihood_fits_on_raw_pmi():
-    from rubrics.judges.likelihood import sigmoid
-
+def test_calibrate_fits_on_the_raw_scores():
+    # judgments made with the identity calibration: logit(probability) is the method's raw score
     raw = [(True, sigmoid(1.0)), (True, sigmoid(0.6)), (False, sigmoid(-0.2)), (False, sigmoid(0.1)),
            (True, sigmoid(0.2)), (False, sigmoid(0.5))]
-    recalibrated, (scale, offset) = je.calibrate_likelihood(judged(raw))
+    recalibrated, (scale, offset) = je.calibrate(judged(raw))
     assert scale > 0
     assert je.evaluate(recalibrated).overall.brier < je.evaluate(judged(raw)).overall.brier
+    assert (scale, offset) == pytest.approx(fit_logistic([1.0, 0.6, -0.2, 0.1, 0.2, 0.5], [y for y, _ in raw]))
+    assert [j.probability for j in recalibrated] == \
+        pytest.approx([sigmoid(scale * x + offset) for x in (1.0, 0.6, -0.2, 0.1, 0.2, 0.5)])
+    # an error judgment stays an error, and is not fitted on
+    with_error = judged(raw) + [je.Judged(je.Label("e", None, "a", True, "x:e"), None, "boom")]
+    again, fit = je.calibrate(with_error)
+    assert fit == pytest.approx((scale, offset)) and again[-1].probability is None
+    with pytest.raises(ValueError, match="no judged labels"):
+        je.calibrate([je.Judged(je.Label("e", None, "a", True, "x:e"), None, "boom")])
 
 
 def test_shipped_label_sets_are_large_enough_and_balanced():
@@ -86,8 +96,9 @@ def test_bad_label_lines_name_file_and_line(tmp_path):
 def oracle_for(labels):
     """A scripted judge that knows the labels of the invoice set (and says 0.5 for unlabelled items)."""
     truth = {(label.trajectory.id, label.item_id): label.met for label in labels}
-    return ScriptedJudge(lambda r: Verdict(met=truth.get((r.trajectory_id, r.item_id), False),
-                                           probability=0.9 if truth.get((r.trajectory_id, r.item_id)) else 0.2))
+    return ScriptedJudge(lambda r: Verdict(
+        met=truth.get((r.context.trajectory_id, r.item.id), False),
+        probability=0.9 if truth.get((r.context.trajectory_id, r.item.id)) else 0.2))
 
 
 def test_judge_labels_grades_each_trajectory_once_and_pairs_labels():
@@ -98,7 +109,7 @@ def test_judge_labels_grades_each_trajectory_once_and_pairs_labels():
     pairs, skipped = je.judge_labels(labels, load_rubric(INVOICE_RUBRIC), judge)
     assert not skipped and len(pairs) == len(labels)
     assert len(judge.calls) == 1  # one batch
-    assert len({r.trajectory_id for r in judge.calls[0]}) == 10
+    assert len({r.context.trajectory_id for r in judge.calls[0]}) == 10
     report = je.evaluate(pairs)
     assert report.overall.accuracy == 1.0 and report.overall.kappa == 1.0
 
@@ -108,8 +119,12 @@ def test_no_examples_wrapper_strips_few_shot_examples():
     from test_judge_prompts import request
 
     inner = ScriptedJudge()
-    je.ExamplesRemoved(inner).judge([request(examples=(JudgeExample("e", True),))])
-    assert inner.calls[0][0].examples == ()
+    original = request(examples=(JudgeExample("e", True),), threshold=0.7, method="likelihood")
+    je.ExamplesRemoved(inner).judge([original])
+    sent = inner.calls[0][0]
+    assert sent.item.examples == () and original.item.examples   # the caller's request is left as it was
+    # only the examples go: the context and the item's other options are the same
+    assert sent.context == original.context and sent.item == replace(original.item, examples=())
 
 
 def test_judge_eval_command_prints_agreement(monkeypatch, capsys):
@@ -117,7 +132,7 @@ def test_judge_eval_command_prints_agreement(monkeypatch, capsys):
     from rubrics.cli.main import main
 
     labels = je.load_labels(INVOICE_LABELS)
-    monkeypatch.setattr(command, "build_judge", lambda args: oracle_for(labels))
+    monkeypatch.setattr(command, "build_judge", lambda args, method, **options: oracle_for(labels))
     assert main(["judge-eval", str(INVOICE_LABELS), "--rubric", str(INVOICE_RUBRIC), "--fit-thresholds",
                  "--format", "json"]) == 0
     out = json.loads(capsys.readouterr().out)
@@ -127,3 +142,41 @@ def test_judge_eval_command_prints_agreement(monkeypatch, capsys):
     assert main(["judge-eval", str(INVOICE_LABELS), "--rubric", str(INVOICE_RUBRIC)]) == 0
     table = capsys.readouterr().out
     assert "OVERALL" in table and "kappa" in table
+
+
+def test_fit_calibration_needs_a_method(capsys):
+    from rubrics.cli.main import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["judge-eval", str(INVOICE_LABELS), "--rubric", str(INVOICE_RUBRIC), "--fit-calibration"])
+    assert exit_.value.code == 2 and "--fit-calibration and --cross-validate need --method" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("method", ["choice", "likelihood"])
+def test_fit_calibration_fits_any_methods_calibration_on_identity_judgments(monkeypatch, capsys, method):
+    from rubrics.cli.main import main
+    from rubrics.judges import extras
+    from rubrics.judges.methods import IDENTITY
+
+    labels = je.load_labels(INVOICE_LABELS)
+    built = {}
+
+    def fake_embedded(**options):   # the judge the command builds: the method's raw score, uncalibrated
+        built.update(options)
+        return oracle_for(labels)
+
+    monkeypatch.setattr(extras, "make_embedded_judge", fake_embedded)
+    assert main(["judge-eval", str(INVOICE_LABELS), "--rubric", str(INVOICE_RUBRIC), "--method", method,
+                 "--fit-calibration", "--format", "json"]) == 0
+    assert built == {"method": method, "calibrations": {method: IDENTITY}}
+    out = json.loads(capsys.readouterr().out)
+    c = out["calibration"][method]
+    assert list(out["calibration"]) == [method] and c["scale"] > 0
+    # the fit of the labels on the logit of the oracle's probabilities (0.9 when met, 0.2 otherwise)
+    pairs = [(label.met, 0.9 if label.met else 0.2) for label in labels]
+    assert (c["scale"], c["offset"]) == pytest.approx(fit_logistic([logit(p) for _, p in pairs],
+                                                                   [y for y, _ in pairs]))
+    assert main(["judge-eval", str(INVOICE_LABELS), "--rubric", str(INVOICE_RUBRIC), "--method", method,
+                 "--fit-calibration"]) == 0
+    table = capsys.readouterr().out
+    assert f"{method} calibration (logistic fit, in-sample): scale = " in table and "calibrated in-sample" in table

@@ -23,7 +23,8 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 RECORD = HERE / "judge_golden.json"
 EXAMPLES = REPO / "examples"
-# The likelihood calibration the record was made with: the method's math is what is pinned, not its fit.
+# The calibrations the record was made with (likelihood's then-shipped fit, choice uncalibrated): the methods'
+# prompts and math are what is pinned, not their fits, which are refitted as the labelled sets grow.
 SCALE, OFFSET = 1.9749, -0.3215
 CASES = [
     # (name, rubric, trajectories, method, mode)
@@ -74,9 +75,11 @@ def _rubric_for(path: Path, mode: str | None, max_tokens: int = 12):
 def record_case(llm, rubric_path: str, trajectories: str, method: str, mode: str | None) -> dict:
     import rubrics
     from rubrics.judges.embedded import EmbeddedJudge
+    from rubrics.judges.methods import IDENTITY, Calibration
 
     recording = RecordingLLM(llm)
-    judge = EmbeddedJudge(method=method, likelihood_scale=SCALE, likelihood_offset=OFFSET, llm=recording)
+    calibrations = {"likelihood": Calibration(SCALE, OFFSET), "choice": IDENTITY}
+    judge = EmbeddedJudge(method=method, calibrations=calibrations, llm=recording)
     before = llm.stats()
     paths = sorted((EXAMPLES / trajectories).glob("*.json"))
     results = rubrics.score_many(paths, _rubric_for(EXAMPLES / rubric_path, mode), judge=judge)

@@ -1,47 +1,93 @@
-"""The likelihood method's maths: pmi per token, the calibration map, and the hand-written logistic fit."""
+"""The likelihood method's maths: pmi per token against the content-free baseline, its shipped calibration, and
+the prompts it asks for (a content-free baseline first, then the trajectory's own evidence)."""
 from __future__ import annotations
-
-import math
-import random
 
 import pytest
 
-from rubrics.judges import likelihood
+from rubrics.judges.logistic import sigmoid
+from rubrics.judges.methods import IDENTITY, Calibration, LikelihoodMethod, ScoredPrompt
+from rubrics.judges.methods import likelihood, statement
+from rubrics.judges.protocol import JudgeExample, JudgeItem
+
+ITEM = JudgeItem(id="a", kind="criterion", points=3, criterion="flags the 2 expenses approved without sign-off")
+
+
+def scored(evidence_logprob: float, baseline_logprob: float, tokens: int) -> list[ScoredPrompt]:
+    """Scores in the order prompts() gives them: the content-free baseline, then the evidence prompt."""
+    return [ScoredPrompt((baseline_logprob,), (tokens,)), ScoredPrompt((evidence_logprob,), (tokens,))]
 
 
 def test_pmi_is_the_per_token_gain_over_the_content_free_baseline():
-    assert likelihood.pmi_per_token(-10.0, -16.0, 4) == pytest.approx(1.5)
-    assert likelihood.pmi_per_token(-16.0, -10.0, 3) == pytest.approx(-2.0)
+    method = LikelihoodMethod()
+    assert method.raw_score(ITEM, scored(-10.0, -16.0, 4)) == pytest.approx(1.5)
+    assert method.raw_score(ITEM, scored(-16.0, -10.0, 3)) == pytest.approx(-2.0)
+    assert method.raw_score(ITEM, scored(-1.0, -3.0, 0)) == pytest.approx(2.0)   # never divides by zero
 
 
-def test_probability_is_monotone_and_centred_by_the_offset():
-    assert likelihood.probability(0.0, scale=2.0, offset=0.0) == pytest.approx(0.5)
-    assert likelihood.probability(-0.25, scale=4.0, offset=1.0) == pytest.approx(0.5)
-    values = [likelihood.probability(x) for x in (-2, -1, 0, 1, 2)]
-    assert values == sorted(values) and values[0] < values[-1]
+def test_the_verdict_maps_pmi_through_the_calibration_and_the_items_threshold():
+    assert LikelihoodMethod().calibration == likelihood.CALIBRATION == LikelihoodMethod.default_calibration
+    shipped = LikelihoodMethod().verdict(ITEM, scored(-10.0, -16.0, 4))
+    assert shipped.probability == pytest.approx(sigmoid(likelihood.CALIBRATION.scale * 1.5
+                                                        + likelihood.CALIBRATION.offset))
+    assert shipped.met is True and shipped.rationale.startswith("likelihood p=")
+    assert "+1.500 nats/token" in shipped.rationale
+    # a calibration given to the method replaces the shipped one; the identity gives sigmoid(pmi)
+    assert LikelihoodMethod(IDENTITY).verdict(ITEM, scored(-10.0, -16.0, 4)).probability == \
+        pytest.approx(sigmoid(1.5))
+    assert LikelihoodMethod(Calibration(4.0, 1.0)).verdict(ITEM, scored(-1.0, 0.0, 4)).probability == \
+        pytest.approx(0.5)
+    strict = JudgeItem(id="a", kind="criterion", points=3, criterion="x", threshold=0.99)
+    assert LikelihoodMethod().verdict(strict, scored(-10.0, -16.0, 4)).met is False
 
 
-def test_sigmoid_and_logit_are_inverse_and_stable():
-    for p in (1e-9, 0.2, 0.5, 0.97):
-        assert likelihood.sigmoid(likelihood.logit(p)) == pytest.approx(p, rel=1e-9)
-    assert likelihood.sigmoid(-800.0) == 0.0 and likelihood.sigmoid(800.0) == 1.0
+def test_prompts_are_a_content_free_baseline_then_the_evidence_prompt_over_one_statement():
+    baseline, main = LikelihoodMethod().prompts(ITEM)
+    assert (baseline.content_free, main.content_free) == (True, False)
+    assert baseline.item == main.item and baseline.choices == main.choices
+    assert baseline.instructions == main.instructions == statement.INSTRUCTIONS
+    assert main.lead_in == "The agent's work" and [c.text for c in main.choices] == \
+        [" flags the 2 expenses approved without sign-off."]
+    assert not main.choices[0].trusted   # the rubric's text is never encoded with special tokens
+    assert main.item[-1].text == statement.QUESTION and main.reasoning is None
+    # the prompt never shows the item as a question: only the scored statement carries it
+    assert all("flags the 2 expenses" not in piece.text for piece in main.item)
 
 
-def test_logistic_fit_recovers_known_parameters():
-    rng = random.Random(7)
-    true_scale, true_offset = 2.5, -0.8
-    xs = [rng.uniform(-3, 3) for _ in range(4000)]
-    ys = [rng.random() < likelihood.sigmoid(true_scale * x + true_offset) for x in xs]
-    scale, offset = likelihood.fit_logistic(xs, ys, l2=0.0)
-    assert scale == pytest.approx(true_scale, abs=0.25)
-    assert offset == pytest.approx(true_offset, abs=0.2)
+def test_statement_parts():
+    assert statement.statement_parts("flags the 2 expenses.") == ("The agent's work", " flags the 2 expenses.")
+    assert statement.statement_parts("one page, readable by a CFO") == \
+        ("In the agent's work,", " one page, readable by a CFO.")
+    assert statement.statement_parts("is   one page") == ("The agent's work", " is one page.")
 
 
-def test_logistic_fit_stays_finite_on_separable_labels():
-    scale, offset = likelihood.fit_logistic([-2.0, -1.0, 1.0, 2.0], [False, False, True, True])
-    assert math.isfinite(scale) and math.isfinite(offset) and scale > 0
+def test_examples_say_whether_the_statement_holds():
+    item = JudgeItem(id="a", kind="criterion", points=3, criterion="flags the 2 expenses",
+                     examples=(JudgeExample("EXP-221 lacks sign-off", True), JudgeExample("All fine.", False)))
+    text = "".join(piece.text for piece in statement.examples_pieces(item))
+    assert 'For example 1, the statement "The agent\'s work flags the 2 expenses." is true.' in text
+    assert 'For example 2, the statement "The agent\'s work flags the 2 expenses." is false.' in text
+    assert statement.examples_pieces(ITEM) == []
 
 
-def test_logistic_fit_rejects_mismatched_input():
-    with pytest.raises(ValueError):
-        likelihood.fit_logistic([1.0], [True, False])
+def test_statement_scores_the_likelihood_methods_own_prompt_without_the_baseline():
+    from rubrics.judges.methods import StatementMethod
+
+    statement, = StatementMethod().prompts(ITEM)
+    baseline, evidence = LikelihoodMethod().prompts(ITEM)
+    assert statement == evidence and baseline.content_free and not statement.content_free
+    method = StatementMethod(IDENTITY)
+    assert method.raw_score(ITEM, [ScoredPrompt((-12.0,), (4,))]) == pytest.approx(-3.0)
+    assert method.raw_score(ITEM, [ScoredPrompt((-2.0,), (0,))]) == pytest.approx(-2.0)   # never divides by zero
+    verdict = StatementMethod().verdict(ITEM, [ScoredPrompt((-12.0,), (4,))])
+    assert verdict.probability == pytest.approx(StatementMethod.default_calibration.probability(-3.0))
+    assert "nats/token" in verdict.rationale
+
+
+def test_the_content_free_baseline_shifts_every_trajectory_of_an_item_alike():
+    """For one item the baseline is one number, so likelihood and statement order its trajectories the same way."""
+    from rubrics.judges.methods import StatementMethod
+
+    evidence_logprobs = [-20.0, -9.0, -14.0]
+    pmi = [LikelihoodMethod(IDENTITY).raw_score(ITEM, scored(lp, -16.0, 4)) for lp in evidence_logprobs]
+    plain = [StatementMethod(IDENTITY).raw_score(ITEM, [ScoredPrompt((lp,), (4,))]) for lp in evidence_logprobs]
+    assert sorted(range(3), key=pmi.__getitem__) == sorted(range(3), key=plain.__getitem__)

@@ -20,17 +20,33 @@ from starlette.routing import Route
 
 from judge_engine.server.background import BackgroundServer
 from rubrics.judges import prompts
-from rubrics.judges.openai import OpenAIJudge, chat_completions_url, choice_probability, parse_one_word_answer
+from rubrics.judges.methods import IDENTITY, ChoiceMethod, ScoredPrompt
+from rubrics.judges.methods import choice as choice_method
+from rubrics.judges.openai import OpenAIJudge, answer_logprobs, chat_completions_url, parse_one_word_answer
 from rubrics.judges.openai_http import RetryPolicy
-from rubrics.judges.protocol import EvidenceBlock, JudgeRequest
+from rubrics.judges.protocol import EvidenceBlock, JudgeContext, JudgeItem, JudgeRequest
 
 FAST = RetryPolicy(max_retries=2, backoff_base_s=0.01, backoff_max_s=0.05)
 
 
 def request(item_id: str, criterion: str, trajectory_id: str = "t1", **fields) -> JudgeRequest:
-    return JudgeRequest(key=f"{trajectory_id}::{item_id}", trajectory_id=trajectory_id, item_id=item_id,
-                        kind="criterion", points=2, criterion=criterion, penalty=False, task="Write the MIS.",
-                        reference=None, evidence=(EvidenceBlock("final_answer", "Total: 48.2L"),), **fields)
+    context = JudgeContext(trajectory_id, "Write the MIS.", None, (EvidenceBlock("final_answer", "Total: 48.2L"),))
+    return JudgeRequest(context, JudgeItem(id=item_id, kind="criterion", points=2, criterion=criterion, **fields))
+
+
+def choice_messages(req: JudgeRequest) -> list[dict]:
+    """The messages the choice method's prompt is (what the OpenAI judge sends for a direct item)."""
+    spec, = ChoiceMethod().prompts(req.item)
+    return prompts.chat_messages(req.context, spec.instructions, spec.item)
+
+
+def choice_probability(choice: dict) -> float | None:
+    """What the judge makes of one answer's top log-probabilities: the uncalibrated choice method's probability."""
+    logprobs = answer_logprobs(choice, choice_method.ANSWER_CHOICES)
+    if logprobs is None:
+        return None
+    item = JudgeItem(id="a", kind="criterion", points=1, criterion="x")
+    return ChoiceMethod(IDENTITY).verdict(item, [ScoredPrompt(logprobs, (1, 1))]).probability
 
 
 def logprob_answer(p_yes: float, other: float = 0.1) -> dict:
@@ -93,9 +109,19 @@ def server():
 
 
 def make_judge(server, **options) -> OpenAIJudge:
+    """Uncalibrated unless told otherwise: the fake server's answers are the probabilities the tests expect."""
+    options.setdefault("calibrations", {"choice": IDENTITY})
     judge = OpenAIJudge(base_url=server.url + "/v1", model="judge-model", **options)
     judge.policy = FAST
     return judge
+
+
+def test_the_shipped_choice_calibration_applies_over_http(server):
+    from rubrics.judges.logistic import logit
+
+    shipped, = OpenAIJudge(base_url=server.url + "/v1", model="judge-model").judge(
+        [request("a", "states the total <<P:0.3>>")])
+    assert shipped.probability == pytest.approx(choice_method.CALIBRATION.probability(logit(0.3)), abs=1e-9)
 
 
 def test_verdicts_come_from_the_answer_tokens_logprobs(server):
@@ -113,14 +139,15 @@ def test_the_request_uses_the_shared_prompt_layout_and_asks_for_logprobs(server)
     first, second = request("a", "states the total <<P:0.8>>"), request("b", "mentions Q2 <<P:0.6>>")
     make_judge(server).judge([first, second])
     by_item = {b["messages"][1]["content"]: b for b in server.bodies}
-    body = by_item[prompts.chat_messages(first)[1]["content"]]
-    assert body["messages"] == prompts.chat_messages(first, prompts.CHOICE)
+    body = by_item[choice_messages(first)[1]["content"]]
+    assert body["messages"] == choice_messages(first)
+    assert body["messages"][0] == {"role": "system", "content": choice_method.INSTRUCTIONS}
     assert body["model"] == "judge-model"
     assert (body["max_tokens"], body["temperature"], body["logprobs"], body["top_logprobs"]) == (1, 0.0, True, 20)
     # The two items of one trajectory share everything up to the item text: the server's prefix cache applies.
-    other = by_item[prompts.chat_messages(second)[1]["content"]]
+    other = by_item[choice_messages(second)[1]["content"]]
     assert other["messages"][0] == body["messages"][0]
-    shared = len(prompts.join(prompts.context_pieces(first)))
+    shared = len(prompts.join(prompts.context_pieces(first.context)))
     assert other["messages"][1]["content"][:shared] == body["messages"][1]["content"][:shared]
 
 
@@ -161,12 +188,23 @@ def test_reasoned_mode_asks_for_a_rationale_then_scores_the_answer(server):
     assert verdict.probability == pytest.approx(0.75)
     rationale_call, answer_call = server.bodies
     assert rationale_call["max_tokens"] == 64 and "logprobs" not in rationale_call
-    assert answer_call["messages"][2:] == prompts.verdict_follow_up("The answer shows the total.")
+    assert answer_call["messages"][:2] == rationale_call["messages"]
+    assert answer_call["messages"][2:] == [{"role": "assistant", "content": "The answer shows the total."},
+                                           {"role": "user", "content": choice_method.REASONED_FOLLOW_UP}]
+    # the rationale call asks for the rationale, not the one-word answer
+    assert rationale_call["messages"][1]["content"].endswith(choice_method.REASONED_QUESTION)
 
 
 def test_the_likelihood_method_is_refused_per_item_with_a_reason(server):
     [verdict] = make_judge(server).judge([request("a", "x", method="likelihood")])
-    assert verdict.met is None and "method: choice" in verdict.error
+    assert verdict.met is None and verdict.probability is None
+    assert "'likelihood' needs prompt log-probabilities" in verdict.error and "(choice)" in verdict.error
+
+
+def test_a_request_naming_an_unregistered_method_gets_its_own_error(server):
+    bad, good = make_judge(server).judge([request("a", "x", method="vibes"), request("b", "y <<P:0.7>>")])
+    assert bad.met is None and "method: expected one of" in bad.error and "'vibes'" in bad.error
+    assert good.error is None and good.probability == pytest.approx(0.7)
 
 
 def test_the_api_key_comes_from_the_environment(server, monkeypatch):
@@ -192,6 +230,7 @@ def test_judging_works_from_inside_a_running_event_loop(server):
 def test_choice_probability_bounds_an_answer_outside_the_top_k():
     top = [{"token": "Yes", "logprob": -0.1}, {"token": "Maybe", "logprob": -3.0}]
     choice = {"logprobs": {"content": [{"token": "Yes", "logprob": -0.1, "top_logprobs": top}]}}
+    assert answer_logprobs(choice, ("Yes", "No")) == (-0.1, -3.0)   # "No" is at most the smallest shown
     assert choice_probability(choice) == pytest.approx(1 / (1 + math.exp(-3.0 + 0.1)))
     lone = {"logprobs": {"content": [{"token": "Yes", "logprob": -0.1, "top_logprobs": []}]}}
     assert choice_probability(lone) is None
@@ -199,10 +238,13 @@ def test_choice_probability_bounds_an_answer_outside_the_top_k():
 
 
 def test_one_word_answers_parse_strictly():
-    assert parse_one_word_answer(" Yes. ") is True
-    assert parse_one_word_answer("NO") is False
+    assert parse_one_word_answer(" Yes. ", choice_method.ANSWER_CHOICES) is True
+    assert parse_one_word_answer("NO", choice_method.ANSWER_CHOICES) is False
     for text in ("Yes, because", "yes no", "", None, "Y"):
-        assert parse_one_word_answer(text) is None
+        assert parse_one_word_answer(text, choice_method.ANSWER_CHOICES) is None
+    # the answers are the method's: the first is the met one
+    assert parse_one_word_answer("true", ("True", "False")) is True
+    assert parse_one_word_answer("Yes", ("True", "False")) is None
 
 
 def test_base_url_forms():
@@ -214,7 +256,7 @@ def test_base_url_forms():
 
 def test_without_a_model_name_the_servers_only_model_is_used(server):
     server.bodies.clear()
-    judge = OpenAIJudge(base_url=server.url, model=None)
+    judge = OpenAIJudge(base_url=server.url, model=None, calibrations={"choice": IDENTITY})
     [verdict] = judge.judge([request("a", "x <<P:0.6>>")])
     assert verdict.probability == pytest.approx(0.6)
     assert server.bodies[-1]["model"] == "served-judge" and judge.name == "openai:served-judge"
@@ -279,7 +321,7 @@ def raw_server():
                                             ("0.5", "0.5"), ("true", "True"), ('"-0.1"', "'-0.1'"),
                                             ("null", "None")])
 def test_an_impossible_logprob_makes_the_item_an_error_not_a_silent_unmet(raw_server, raw, shown):
-    judge = OpenAIJudge(base_url=raw_server.url + "/v1", model="m")
+    judge = OpenAIJudge(base_url=raw_server.url + "/v1", model="m", calibrations={"choice": IDENTITY})
     bad, fine = judge.judge([request("a", f"x <<RAW:{raw}>>"), request("b", "y <<RAW:-0.2>>")])
     assert bad.met is None and bad.probability is None
     assert f"log-probability {shown} for token 'Yes'" in bad.error

@@ -97,8 +97,8 @@ def test_scoring_rule(specs):
         outcome[item_id] = status
         (gates if kind == "gate" else criteria).append({"id": item_id, **check, **({} if kind == "gate" else {"points": points})})
     doc = {"version": 1, "id": "r", "task": "t", "gates": gates, "criteria": criteria}
-    judge = ScriptedJudge(lambda r: Verdict(met=None, probability=None, error="x") if outcome[r.item_id] == "error"
-                          else Verdict(met=outcome[r.item_id] == "met", probability=0.5))
+    judge = ScriptedJudge(lambda r: Verdict(met=None, probability=None, error="x") if outcome[r.item.id] == "error"
+                          else Verdict(met=outcome[r.item.id] == "met", probability=0.5))
     result = rubrics.score({"id": "t", "final_answer": "YES"}, doc, judge=judge)
     assert 0.0 <= result.score <= 1.0
     assert result.total == sum(c["points"] for c in criteria if c["points"] > 0)

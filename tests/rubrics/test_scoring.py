@@ -28,7 +28,7 @@ def by_id(result):
 
 def test_all_met_rewards_and_no_penalty():
     result = rubrics.score(trajectory("GATE THREE"), RUBRIC, judge=ScriptedJudge(
-        lambda r: Verdict(met=not r.penalty, probability=0.8)))
+        lambda r: Verdict(met=not r.item.penalty, probability=0.8)))
     assert (result.gates_passed, result.earned, result.total, result.score, result.complete) == (True, 5, 5, 1.0, True)
     assert result.judge == "scripted" and result.errors == []
     item = by_id(result)["r2"]
@@ -45,7 +45,7 @@ def test_failed_gate_gives_zero_but_every_item_is_reported():
 
 def test_penalties_clip_at_zero():
     result = rubrics.score(trajectory("GATE BAD"), RUBRIC, judge=ScriptedJudge(
-        lambda r: Verdict(met=r.penalty or r.kind == "gate", probability=0.9)))
+        lambda r: Verdict(met=r.item.penalty or r.item.kind == "gate", probability=0.9)))
     assert result.earned == -5 and result.score == 0.0 and result.gates_passed is True
 
 
@@ -53,7 +53,7 @@ def test_partial_score():
     result = rubrics.score(trajectory("GATE THREE BAD"), RUBRIC, judge=always(True))
     assert result.earned == 3 + 2 - 4 - 1 and result.score == 0.0
     result = rubrics.score(trajectory("GATE THREE"), RUBRIC, judge=always(False).__class__(
-        lambda r: Verdict(met=r.kind == "gate", probability=0.5)))
+        lambda r: Verdict(met=r.item.kind == "gate", probability=0.5)))
     assert result.earned == 3 and result.score == pytest.approx(3 / 5)
 
 
@@ -117,18 +117,23 @@ def test_score_many_sends_every_request_in_one_call_and_isolates_bad_trajectorie
     judge = always(True)
     trajs = [trajectory("GATE", id="a"), {"id": "bad", "messages": "not a list"}, trajectory("GATE THREE", id="b")]
     results = rubrics.score_many(trajs, RUBRIC, judge=judge)
-    assert len(judge.calls) == 1 and [r.key for r in judge.calls[0]] == \
-        ["a::g-judge", "a::r2", "a::p1", "b::g-judge", "b::r2", "b::p1"]
+    assert len(judge.calls) == 1 and [(r.context.trajectory_id, r.item.id) for r in judge.calls[0]] == \
+        [("a", "g-judge"), ("a", "r2"), ("a", "p1"), ("b", "g-judge"), ("b", "r2"), ("b", "p1")]
     assert [r.trajectory_id for r in results] == ["a", "bad", "b"]
     assert results[1].items == [] and results[1].complete is False and "cannot load" in results[1].errors[0]
     assert results[0].complete and results[2].complete
 
 
-def test_duplicate_trajectory_ids_get_unique_request_keys():
-    judge = always(True)
-    rubrics.score_many([trajectory("x", id="same"), trajectory("y", id="same")], RUBRIC, judge=judge)
-    keys = [r.key for r in judge.calls[0]]
-    assert len(keys) == len(set(keys))
+def test_duplicate_trajectory_ids_still_get_their_own_verdicts():
+    # the judge answers from each request's own evidence, so a verdict given to the wrong trajectory shows
+    judge = ScriptedJudge(lambda r: Verdict(met="YES" in r.context.evidence[0].text, probability=0.7))
+    first, second = rubrics.score_many([trajectory("GATE YES", id="same"), trajectory("GATE no", id="same")],
+                                       RUBRIC, judge=judge)
+    assert len(judge.calls) == 1 and len(judge.calls[0]) == 6
+    assert [r.context.trajectory_id for r in judge.calls[0]] == ["same"] * 6
+    assert [by_id(first)[i].status for i in ("g-judge", "r2", "p1")] == ["met", "met", "met"]
+    assert [by_id(second)[i].status for i in ("g-judge", "r2", "p1")] == ["unmet", "unmet", "unmet"]
+    assert (first.gates_passed, first.earned) == (True, 2 - 1) and (second.gates_passed, second.earned) == (False, 0)
 
 
 def test_progress_is_reported():
@@ -182,7 +187,7 @@ def test_missing_extra_raised_inside_judge_becomes_item_error():
 
 def test_example_rubric_score_is_in_range():
     traj = EXAMPLE_RUBRIC.parent / "trajectories" / "01-all-gates-pass.json"
-    result = rubrics.score(traj, EXAMPLE_RUBRIC, judge=ScriptedJudge(lambda r: Verdict(met=not r.penalty, probability=1.0)))
+    result = rubrics.score(traj, EXAMPLE_RUBRIC, judge=ScriptedJudge(lambda r: Verdict(met=not r.item.penalty, probability=1.0)))
     assert result.score == 1.0 and result.earned == 8 and result.to_dict()["items"][0]["id"] == "mis-to-cfo"
 
 

@@ -1,0 +1,56 @@
+"""The judge methods, by name: one file each, one line here.
+
+The registry feeds the rubric's `method:` field (and so its JSON Schema), `rubric judge-eval --method`, the
+embedded judge and the OpenAI-compatible judge. Adding a method: write its file (a JudgeMethod subclass), add it
+to METHOD_CLASSES, and test it.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from rubrics.judges.methods.base import IDENTITY, Calibration, JudgeMethod, PromptSpec, Reasoning, ScoredPrompt
+from rubrics.judges.methods.choice import ChoiceMethod
+from rubrics.judges.methods.ensemble import EnsembleMethod
+from rubrics.judges.methods.likelihood import LikelihoodMethod
+from rubrics.judges.methods.negation import NegationMethod
+from rubrics.judges.methods.question import QuestionMethod
+from rubrics.judges.methods.statement import StatementMethod
+
+METHOD_CLASSES: dict[str, type[JudgeMethod]] = {cls.name: cls for cls in (
+    ChoiceMethod,
+    LikelihoodMethod,
+    StatementMethod,
+    NegationMethod,
+    QuestionMethod,
+    EnsembleMethod,
+)}
+METHOD_NAMES: tuple[str, ...] = tuple(METHOD_CLASSES)
+# The embedded judge's method for items that name none: the best leave-one-domain-out balanced accuracy on the
+# labelled sets (README, "Judges, and how far to trust them").
+DEFAULT_METHOD = StatementMethod.name
+# The OpenAIJudge's method for items that name none (a method a chat server can run).
+DEFAULT_HTTP_METHOD = ChoiceMethod.name
+# Reasoned mode asks a question and scores the answer after a rationale: the choice method's form. An item in
+# reasoned mode is judged by it whatever method it names.
+REASONING_METHOD = ChoiceMethod.name
+
+
+def make_method(name: str, calibrations: Mapping[str, Calibration] | None = None) -> JudgeMethod:
+    """The method called name, with calibrations {method name: Calibration} replacing built-in ones."""
+    try:
+        cls = METHOD_CLASSES[name]
+    except KeyError:
+        raise ValueError(f"method: expected one of {', '.join(METHOD_NAMES)}, got {name!r}") from None
+    return cls.with_calibrations(calibrations or {})
+
+
+def method_name_for(item, default: str) -> str:
+    """The method that judges an item: reasoned mode's, else the item's own, else the judge's default."""
+    if item.mode == "reasoned":
+        return REASONING_METHOD
+    return item.method or default
+
+
+__all__ = ["Calibration", "IDENTITY", "JudgeMethod", "PromptSpec", "Reasoning", "ScoredPrompt", "METHOD_CLASSES",
+           "METHOD_NAMES", "DEFAULT_METHOD", "DEFAULT_HTTP_METHOD", "REASONING_METHOD", "make_method",
+           "method_name_for"]

@@ -1,0 +1,95 @@
+"""What a judge method is: the prompts it needs scored, and how their scores become a verdict.
+
+A method never talks to a model. It says which prompts it wants (PromptSpec: its instructions, its item segment,
+the continuations whose log-probabilities it reads, and whether the evidence is replaced by content-free text),
+and turns the scored prompts (ScoredPrompt) into a raw score on a logit scale. A calibration (scale, offset)
+maps the raw score to the probability that the item is met. The embedded judge and the OpenAI-compatible judge
+both run methods this way, so a method behaves the same on either, and `rubric judge-eval --fit-calibration`
+can fit any method's calibration.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import ClassVar
+
+from rubrics.judges.logistic import sigmoid
+from rubrics.judges.prompts import Piece
+from rubrics.judges.protocol import JudgeItem, Verdict
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """probability = sigmoid(scale * raw score + offset)."""
+    scale: float = 1.0
+    offset: float = 0.0
+
+    def probability(self, raw: float) -> float:
+        return sigmoid(self.scale * raw + self.offset)
+
+
+IDENTITY = Calibration()
+
+
+@dataclass(frozen=True)
+class Reasoning:
+    """Generate a rationale after the item segment, then ask follow_up before scoring the choices."""
+    max_tokens: int
+    follow_up: str
+
+
+@dataclass(frozen=True)
+class PromptSpec:
+    """One prompt a method needs scored: system instructions, then the trajectory's context, then `item` (the
+    rest of the user turn), then the assistant turn opened with `lead_in`; `choices` are the continuations of
+    the assistant turn whose log-probabilities are read."""
+    instructions: str
+    item: tuple[Piece, ...]
+    choices: tuple[Piece, ...]
+    lead_in: str = ""
+    content_free: bool = False   # every evidence block replaced by "N/A" (a baseline for the same item)
+    reasoning: Reasoning | None = None
+
+
+@dataclass(frozen=True)
+class ScoredPrompt:
+    """What a judge measured for one PromptSpec."""
+    logprobs: tuple[float, ...]      # one per choice: the sum of its tokens' log-probabilities
+    choice_tokens: tuple[int, ...]   # how many tokens each choice has
+    rationale: str | None = None     # the generated rationale (reasoned mode)
+
+
+class JudgeMethod:
+    """Base of every method. Subclasses set name and over_http and write prompts() and raw_score()."""
+
+    name: ClassVar[str]
+    # True when a chat-completions server can run it: one prompt, no assistant lead-in, and single-token answers
+    # that its top log-probabilities show.
+    over_http: ClassVar[bool] = False
+    description: ClassVar[str] = ""
+    default_calibration: ClassVar[Calibration] = IDENTITY
+
+    def __init__(self, calibration: Calibration | None = None):
+        self.calibration = calibration or self.default_calibration
+
+    @classmethod
+    def with_calibrations(cls, calibrations: Mapping[str, Calibration]) -> "JudgeMethod":
+        """The method with its calibration taken from {method name: Calibration} (its default when absent)."""
+        return cls(calibrations.get(cls.name))
+
+    def prompts(self, item: JudgeItem) -> list[PromptSpec]:
+        raise NotImplementedError
+
+    def raw_score(self, item: JudgeItem, scored: list[ScoredPrompt]) -> float:
+        """Evidence for 'met' on a logit scale, from the scored prompts in the order prompts() gave them."""
+        raise NotImplementedError
+
+    def explain(self, item: JudgeItem, raw: float, probability: float, scored: list[ScoredPrompt]) -> str | None:
+        """What the verdict rests on, shown by `rubric grade --verbose`."""
+        return next((s.rationale for s in scored if s.rationale), None)
+
+    def verdict(self, item: JudgeItem, scored: list[ScoredPrompt]) -> Verdict:
+        raw = self.raw_score(item, scored)
+        probability = self.calibration.probability(raw)
+        return Verdict(met=probability >= item.threshold, probability=probability,
+                       rationale=self.explain(item, raw, probability, scored))
