@@ -51,19 +51,12 @@ def judge_all(method: str, llm) -> list:
     return judged
 
 
-def summarise(method: str, raw: dict[str, list], llm) -> dict:
-    """The method's cross-validation report; raw caches each method's identity-calibrated judgments (an ensemble
-    is evaluated from its members' judgments, each member calibrated per fold)."""
+def summarise(method: str, llm) -> dict:
     from rubrics import judge_eval as je
-    from rubrics.judges.methods import METHOD_CLASSES
 
-    names = getattr(METHOD_CLASSES[method], "members", (method,))
-    for name in names:
-        if name not in raw:
-            raw[name] = judge_all(name, llm)
-    members = {name: raw[name] for name in names}
-    report = je.domain_report(members)
-    report["as_shipped"] = je.summary(je.as_shipped(members, method))
+    judged = judge_all(method, llm)
+    report = je.domain_report({method: judged})
+    report["as_shipped"] = je.summary(je.as_shipped(judged, method))
     return report
 
 
@@ -110,10 +103,10 @@ def main() -> None:
     llm = LLM()   # the embedded model, float32
     total = sum(1 for labels, _ in labelled_sets() for line in labels.read_text().splitlines() if line.strip())
     print(f"{len(labelled_sets())} domains, {total} labels, embedded judge model (float32)")
-    reports, raw = {}, {}
+    reports = {}
     for method in args.method or METHOD_NAMES:
         started = time.perf_counter()
-        reports[method] = summarise(method, raw, llm)
+        reports[method] = summarise(method, llm)
         print(f"{method}: judged in {time.perf_counter() - started:.0f}s", flush=True)
     print()
     print(table(reports))

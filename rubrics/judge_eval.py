@@ -275,12 +275,12 @@ def calibrate(judged: Sequence[Judged]) -> tuple[list[Judged], tuple[float, floa
     return recalibrated(judged, *fit), fit
 
 
-Members = dict[str, Sequence[Judged]]   # method name -> its judgments (identity calibration), same labels in order
+Members = dict[str, Sequence[Judged]]   # method name -> its judgments (identity calibration), the same labels
 
 
 def combined(members: Members, fits: dict[str, tuple[float, float]]) -> list[Judged]:
     """The judgments with probability sigmoid(mean over methods of scale * raw + offset): one method's calibrated
-    verdicts, or an ensemble's mean of calibrated logits. A judge error in any method is an error."""
+    verdicts, or the mean of several methods' calibrated logits. A judge error in any method is an error."""
     from rubrics.judges.logistic import logit, sigmoid
 
     rows = list(zip(*members.values()))
@@ -343,23 +343,18 @@ def summary(judged: Sequence[Judged]) -> dict[str, Any]:
             "clear_pairs_ranked": ranked_pairs(judged)}
 
 
-def as_shipped(members: Members, method: str) -> list[Judged]:
-    """The judgments (made with identity calibrations) as the method ships: its members' built-in calibrations,
-    then its own."""
+def as_shipped(judged: Sequence[Judged], method: str) -> list[Judged]:
+    """The judgments (made with the identity calibration) with the method's built-in calibration."""
     from rubrics.judges.methods import METHOD_CLASSES
 
-    cls = METHOD_CLASSES[method]
-    composite = hasattr(cls, "members")
-    fits = {name: (METHOD_CLASSES[name].default_calibration.scale, METHOD_CLASSES[name].default_calibration.offset)
-            if composite else (1.0, 0.0) for name in members}
-    own = cls.default_calibration
-    return recalibrated(combined(members, fits), own.scale, own.offset)
+    shipped = METHOD_CLASSES[method].default_calibration
+    return recalibrated(judged, shipped.scale, shipped.offset)
 
 
 def domain_report(members: Members) -> dict[str, Any]:
     """`judge-eval --cross-validate domain`: calibrations fitted in-sample (all domains) and leaving each domain
     out, with agreement by difficulty, per held-out domain, and the same-item pair ranking. members: one method's
-    judgments, or each member's for an ensemble (the mean of their calibrated logits, each fitted per fold)."""
+    judgments, or several methods' (the mean of their calibrated logits, each method fitted per fold)."""
     fits = {name: fit_calibration(judged) for name, judged in members.items()}
     in_sample = combined(members, fits)
     held_out, fold_fits = leave_one_domain_out(members)

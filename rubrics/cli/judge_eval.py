@@ -34,7 +34,7 @@ def register(subparsers) -> None:
     parser.set_defaults(handler=run, parser=parser)
 
 
-def build_judge(args, method: str | None, *, raw: bool, llm=None):
+def build_judge(args, method: str | None, *, raw: bool):
     """The judge to evaluate; raw: with the identity calibration for `method` (fits read logit(probability))."""
     from rubrics.judges.extras import import_judge_class, make_embedded_judge
     from rubrics.judges.methods import IDENTITY
@@ -52,8 +52,6 @@ def build_judge(args, method: str | None, *, raw: bool, llm=None):
             args.parser.error(f"--judge openai: {exc}")
     if args.model:
         options["model"] = args.model
-    if llm is not None:   # methods of one run share one loaded engine (and its prefix cache)
-        options["llm"] = llm
     return make_embedded_judge(**options)
 
 
@@ -74,7 +72,6 @@ def judge_all(args, judge) -> tuple[list, list[str]]:
 
 def run(args) -> int:
     from rubrics import judge_eval as je
-    from rubrics.judges.methods import METHOD_CLASSES
 
     if len(args.rubric) not in (1, len(args.labels)):
         args.parser.error("give --rubric once, or once per labels file")
@@ -84,20 +81,15 @@ def run(args) -> int:
     if fitting and not args.method:
         args.parser.error("--fit-calibration and --cross-validate need --method (the method whose calibration is "
                           "fitted)")
-    # Fits work on each method's raw scores; an ensemble is fitted through its members.
-    runs = getattr(METHOD_CLASSES[args.method], "members", (args.method,)) if fitting else (args.method,)
-    members, skipped, judge, llm = {}, [], None, None
+    judge = build_judge(args, args.method, raw=fitting)   # fits work on the method's raw scores
     try:
-        for method in runs:
-            judge = build_judge(args, method, raw=fitting, llm=llm)
-            members[method], skipped = judge_all(args, judge)
-            llm = getattr(judge, "_llm", None)
+        judged, skipped = judge_all(args, judge)
     except (je.LabelsError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     for line in skipped:
         print(f"warning: {line}", file=sys.stderr)
-    judged = next(iter(members.values()))
+    members = {args.method: judged}
     output = {"judge": getattr(judge, "name", "?"), "labels": len(judged)}
     if args.cross_validate:
         try:
@@ -105,7 +97,7 @@ def run(args) -> int:
         except ValueError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1
-        judged = je.as_shipped(members, args.method)   # the per-item report below shows the judge as it ships
+        judged = je.as_shipped(judged, args.method)   # the per-item report below shows the judge as it ships
         output["as_shipped"] = je.summary(judged)
     elif args.fit_calibration:
         fits = {name: je.fit_calibration(part) for name, part in members.items()}

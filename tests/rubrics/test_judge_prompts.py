@@ -13,7 +13,7 @@ from judge_models import CFO_RUBRIC, cfo_trajectory_paths, embedded_tokenizer
 from rubrics.compiler import compile_rubric
 from rubrics.judges import prompts
 from rubrics.judges.embedded import EmbeddedJudge, PlannedRequest
-from rubrics.judges.methods import METHOD_CLASSES, ChoiceMethod, LikelihoodMethod, choice, likelihood, statement
+from rubrics.judges.methods import METHOD_CLASSES, ChoiceMethod, LikelihoodMethod, choice, statement
 from rubrics.judges.prompt_ids import BuiltPrompt, PromptBuilder, PromptError, PromptRequest
 from rubrics.judges.protocol import EvidenceBlock, JudgeContext, JudgeExample, JudgeItem, JudgeRequest
 from rubrics.judges.token_layout import ChatLayout, encode_trusted, encode_untrusted, fair_shares

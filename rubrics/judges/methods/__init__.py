@@ -10,19 +10,13 @@ from collections.abc import Mapping
 
 from rubrics.judges.methods.base import IDENTITY, Calibration, JudgeMethod, PromptSpec, Reasoning, ScoredPrompt
 from rubrics.judges.methods.choice import ChoiceMethod
-from rubrics.judges.methods.ensemble import EnsembleMethod
 from rubrics.judges.methods.likelihood import LikelihoodMethod
-from rubrics.judges.methods.negation import NegationMethod
-from rubrics.judges.methods.question import QuestionMethod
 from rubrics.judges.methods.statement import StatementMethod
 
 METHOD_CLASSES: dict[str, type[JudgeMethod]] = {cls.name: cls for cls in (
     ChoiceMethod,
     LikelihoodMethod,
     StatementMethod,
-    NegationMethod,
-    QuestionMethod,
-    EnsembleMethod,
 )}
 METHOD_NAMES: tuple[str, ...] = tuple(METHOD_CLASSES)
 # The embedded judge's method for items that name none: the best leave-one-domain-out balanced accuracy on the

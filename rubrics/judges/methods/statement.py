@@ -15,8 +15,9 @@ the embedded judge?").
 """
 from __future__ import annotations
 
+import re
+
 from rubrics.judges.methods.base import Calibration, JudgeMethod, PromptSpec, ScoredPrompt
-from rubrics.judges.methods.statements import statement_parts
 from rubrics.judges.prompts import Piece, fenced, untrusted
 from rubrics.judges.protocol import JudgeItem
 
@@ -32,6 +33,23 @@ QUESTION = "State one thing that the agent's work does."
 # (9 domains), SmolLM2-135M-Instruct in float32 on CPU: `rubric judge-eval ... --method statement
 # --fit-calibration` (benchmarks/judge_quality.py prints it too). Refit when the prompt or the model changes.
 CALIBRATION = Calibration(scale=0.0852, offset=0.4103)
+
+
+_THIRD_PERSON_VERB = re.compile(r"^[a-z]+[^s]s$")
+
+
+def statement_parts(criterion: str) -> tuple[str, str]:
+    """The item as a statement about the work: (lead-in for the assistant turn, scored continuation).
+
+    "flags the 2 expenses approved without sign-off" -> ("The agent's work", " flags the 2 expenses ... sign-off.")
+    A criterion that does not open with a third-person verb reads as a clause: "In the agent's work, ...".
+    Only the continuation is scored, so the lead-in's own probability never enters the verdict.
+    """
+    text = " ".join(criterion.split()).rstrip(".")
+    first = text.split(" ", 1)[0] if text else ""
+    if _THIRD_PERSON_VERB.match(first) or first in {"is", "has", "does", "was"}:
+        return "The agent's work", f" {text}."
+    return "In the agent's work,", f" {text}."
 
 
 def examples_pieces(item: JudgeItem) -> list[Piece]:

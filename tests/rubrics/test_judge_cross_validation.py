@@ -1,0 +1,84 @@
+"""`rubric judge-eval --cross-validate domain`: each domain judged with a calibration fitted on the others only,
+figures split by label difficulty, and the same-item pair ranking. The maths on made-up judgments, then the real
+command on the embedded model over two small labelled sets."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from judge_models import LABELS_DIR, REPO
+from rubrics import judge_eval as je
+from rubrics.judges.logistic import fit_logistic, logit, sigmoid
+
+
+def made_up(domain: str, item: str, met: bool, raw: float, difficulty: str = "clear", number: int = 0) -> je.Judged:
+    label = je.Label(f"{domain}/{item}/{number}", None, item, met, f"{domain}.jsonl:{number}", domain, difficulty)
+    return je.Judged(label, sigmoid(raw), None)
+
+
+JUDGED = [made_up("a", "x", True, 2.0, number=1), made_up("a", "x", False, -1.0, number=2),
+          made_up("a", "y", True, 0.5, "hard", 3), made_up("b", "x", True, 1.0, number=4),
+          made_up("b", "x", False, 1.5, number=5), made_up("b", "z", False, -2.0, "hard", 6),
+          made_up("c", "x", True, -0.5, number=7), made_up("c", "x", False, -1.5, number=8)]
+
+
+def test_each_domain_is_calibrated_on_the_other_domains_only():
+    held_out, fits = je.leave_one_domain_out({"m": JUDGED})
+    for j, out in zip(JUDGED, held_out):
+        others = [k for k in JUDGED if k.label.domain != j.label.domain]
+        scale, offset = fit_logistic([logit(k.probability) for k in others], [k.label.met for k in others])
+        assert fits[j.label.domain]["m"] == pytest.approx((scale, offset))
+        assert out.probability == pytest.approx(sigmoid(scale * logit(j.probability) + offset))
+        assert out.label == j.label
+
+
+def test_one_domain_is_refused():
+    with pytest.raises(ValueError, match="2 domains or more"):
+        je.leave_one_domain_out({"m": [j for j in JUDGED if j.label.domain == "a"]})
+
+
+def test_pairs_are_same_item_same_domain_clear_labels_met_above_unmet():
+    # a/x: 2.0 > -1.0 right; b/x: 1.0 < 1.5 wrong; c/x: -0.5 > -1.5 right; hard labels and cross-domain pairs ignored
+    assert je.ranked_pairs(JUDGED) == pytest.approx(2 / 3)
+    tie = [made_up("a", "x", True, 0.0, number=1), made_up("a", "x", False, 0.0, number=2)]
+    assert je.ranked_pairs(tie) == 0.5 and je.ranked_pairs(JUDGED[2:3]) is None
+
+
+def test_agreement_is_split_by_difficulty():
+    split = je.by_difficulty(JUDGED)
+    assert (split["clear"].n, split["hard"].n, split["all"].n) == (6, 2, 8)
+
+
+@pytest.mark.slow
+def test_the_command_cross_validates_the_embedded_judge_over_two_domains(tmp_path):
+    """The real command on the real model: four labels from each of two domains, the method given."""
+    files, rubrics = [], []
+    for domain in ("support-refunds", "travel-booking"):
+        rows = [json.loads(line) for line in (LABELS_DIR / domain / "labels.jsonl").read_text().splitlines()[:4]]
+        for row in rows:   # the copy lives elsewhere: trajectory paths made absolute, the domain named
+            row["trajectory"] = str(LABELS_DIR / domain / row["trajectory"])
+            row["domain"] = domain
+        path = tmp_path / f"{domain}.jsonl"
+        path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+        files.append(str(path))
+        rubrics += ["--rubric", str(LABELS_DIR / domain / "rubric.yaml")]
+    done = subprocess.run([sys.executable, "-m", "rubrics.cli.main", "judge-eval", *files, *rubrics, "--method",
+                           "statement", "--cross-validate", "domain", "--format", "json"],
+                          capture_output=True, text=True, cwd=REPO, timeout=600)
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert out["labels"] == 8
+    held_out = out["cross_validation"]["leave_one_domain_out"]
+    assert set(held_out["per_domain"]) == {"support-refunds", "travel-booking"}
+    counts = held_out["by_difficulty"]
+    assert counts["all"]["n"] == 8 and counts["clear"]["n"] + counts["hard"]["n"] == 8
+    fits = {domain: block["fits"]["statement"] for domain, block in held_out["per_domain"].items()}
+    assert fits["support-refunds"] != fits["travel-booking"]   # each fitted on the other domain only
+    assert out["as_shipped"]["by_difficulty"]["all"]["n"] == 8
+    table = subprocess.run([sys.executable, "-m", "rubrics.cli.main", "judge-eval", *files, *rubrics, "--method",
+                            "statement", "--cross-validate", "domain"], capture_output=True, text=True, cwd=REPO,
+                           timeout=600).stdout
+    assert "held-out domain: clear" in table and "held-out figures per domain" in table
