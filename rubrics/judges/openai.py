@@ -163,8 +163,7 @@ class OpenAIJudge:
         rationale = None
         if spec.reasoning is not None:
             rationale = await self._rationale(client, messages, spec.reasoning.max_tokens)
-            messages = messages + [{"role": "assistant", "content": rationale},
-                                   {"role": "user", "content": spec.reasoning.follow_up}]
+            messages = messages + spec.reasoning.turns_after(rationale)
         body = await self._post(client, messages, max_tokens=1, logprobs=True)
         choice = first_choice(body)
         answers = tuple(piece.text for piece in spec.choices)

@@ -37,6 +37,10 @@ class Reasoning:
     max_tokens: int
     follow_up: str
 
+    def turns_after(self, rationale: str) -> list[dict[str, str]]:
+        """The chat turns between the rationale and the scored answer: the rationale, then the question."""
+        return [{"role": "assistant", "content": rationale}, {"role": "user", "content": self.follow_up}]
+
 
 @dataclass(frozen=True)
 class PromptSpec:
