@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from rubrics.judges.methods.base import Calibration
 from rubrics.judges.protocol import JudgeRequest, Verdict
 
 
@@ -250,7 +251,7 @@ def cross_validated(judged: Sequence[Judged]) -> EvalReport:
     return EvalReport(overall, per_item, {})
 
 
-def fit_calibration(judged: Sequence[Judged]) -> tuple[float, float]:
+def fit_calibration(judged: Sequence[Judged]) -> Calibration:
     """(scale, offset) by logistic regression of the labels on the raw scores, read back as logit(probability)
     from judgments made with the identity calibration."""
     from rubrics.judges.logistic import fit_logistic, logit
@@ -258,27 +259,27 @@ def fit_calibration(judged: Sequence[Judged]) -> tuple[float, float]:
     scored = [j for j in judged if j.probability is not None]
     if not scored:
         raise ValueError("no judged labels to fit a calibration on")
-    return fit_logistic([logit(j.probability) for j in scored], [j.label.met for j in scored])
+    return Calibration(*fit_logistic([logit(j.probability) for j in scored], [j.label.met for j in scored]))
 
 
-def recalibrated(judged: Sequence[Judged], scale: float, offset: float) -> list[Judged]:
-    """The judgments (made with the identity calibration) with probabilities sigmoid(scale * raw + offset)."""
-    from rubrics.judges.logistic import logit, sigmoid
+def recalibrated(judged: Sequence[Judged], calibration: Calibration) -> list[Judged]:
+    """The judgments (made with the identity calibration) with probabilities calibration.probability(raw)."""
+    from rubrics.judges.logistic import logit
 
-    return [j if j.probability is None else replace(j, probability=sigmoid(scale * logit(j.probability) + offset))
+    return [j if j.probability is None else replace(j, probability=calibration.probability(logit(j.probability)))
             for j in judged]
 
 
-def calibrate(judged: Sequence[Judged]) -> tuple[list[Judged], tuple[float, float]]:
-    """Fit a method's (scale, offset) on all the judgments and return them recalibrated with the fit (in-sample)."""
+def calibrate(judged: Sequence[Judged]) -> tuple[list[Judged], Calibration]:
+    """Fit a method's calibration on all the judgments and return them recalibrated with the fit (in-sample)."""
     fit = fit_calibration(judged)
-    return recalibrated(judged, *fit), fit
+    return recalibrated(judged, fit), fit
 
 
 Members = dict[str, Sequence[Judged]]   # method name -> its judgments (identity calibration), the same labels
 
 
-def combined(members: Members, fits: dict[str, tuple[float, float]]) -> list[Judged]:
+def combined(members: Members, fits: dict[str, Calibration]) -> list[Judged]:
     """The judgments with probability sigmoid(mean over methods of scale * raw + offset): one method's calibrated
     verdicts, or the mean of several methods' calibrated logits. A judge error in any method is an error."""
     from rubrics.judges.logistic import logit, sigmoid
@@ -289,12 +290,12 @@ def combined(members: Members, fits: dict[str, tuple[float, float]]) -> list[Jud
         if any(j.probability is None for j in row):
             out.append(replace(row[0], probability=None))
             continue
-        logits = [fits[name][0] * logit(j.probability) + fits[name][1] for name, j in zip(members, row)]
+        logits = [fits[name].scale * logit(j.probability) + fits[name].offset for name, j in zip(members, row)]
         out.append(replace(row[0], probability=sigmoid(sum(logits) / len(logits))))
     return out
 
 
-def leave_one_domain_out(members: Members) -> tuple[list[Judged], dict[str, dict[str, tuple[float, float]]]]:
+def leave_one_domain_out(members: Members) -> tuple[list[Judged], dict[str, dict[str, Calibration]]]:
     """Each domain's judgments calibrated with fits on every other domain: what a rubric from a domain the
     calibration never saw gets. Returns the judgments (in input order) and each held-out domain's fits."""
     first = next(iter(members.values()))
@@ -347,21 +348,23 @@ def as_shipped(judged: Sequence[Judged], method: str) -> list[Judged]:
     """The judgments (made with the identity calibration) with the method's built-in calibration."""
     from rubrics.judges.methods import METHOD_CLASSES
 
-    shipped = METHOD_CLASSES[method].default_calibration
-    return recalibrated(judged, shipped.scale, shipped.offset)
+    return recalibrated(judged, METHOD_CLASSES[method].default_calibration)
 
 
 def domain_report(members: Members) -> dict[str, Any]:
     """`judge-eval --cross-validate domain`: calibrations fitted in-sample (all domains) and leaving each domain
     out, with agreement by difficulty, per held-out domain, and the same-item pair ranking. members: one method's
     judgments, or several methods' (the mean of their calibrated logits, each method fitted per fold)."""
+    from dataclasses import asdict
+
     fits = {name: fit_calibration(judged) for name, judged in members.items()}
     in_sample = combined(members, fits)
     held_out, fold_fits = leave_one_domain_out(members)
 
-    return {"in_sample": {**summary(in_sample), "fits": fits},
+    return {"in_sample": {**summary(in_sample), "fits": {name: asdict(fit) for name, fit in fits.items()}},
             "leave_one_domain_out": {**summary(held_out), "per_domain": {
-                domain: {**summary([j for j in held_out if j.label.domain == domain]), "fits": fold_fits[domain]}
+                domain: {**summary([j for j in held_out if j.label.domain == domain]),
+                         "fits": {name: asdict(fit) for name, fit in fold_fits[domain].items()}}
                 for domain in fold_fits}}}
 
 
@@ -407,8 +410,8 @@ def render_domain_report(output: dict[str, Any]) -> str:
     lines.append("held-out figures per domain (clear labels):")
     for domain, block in cv["leave_one_domain_out"]["per_domain"].items():
         lines.append(_agreement_row(domain, block["by_difficulty"]["clear"], block["clear_pairs_ranked"]))
-    for name, (scale, offset) in cv["in_sample"]["fits"].items():
-        lines.append(f"in-sample fit of {name}: scale = {scale:.4f}  offset = {offset:.4f}")
+    for name, fit in cv["in_sample"]["fits"].items():
+        lines.append(f"in-sample fit of {name}: scale = {fit['scale']:.4f}  offset = {fit['offset']:.4f}")
     return "\n".join(lines) + "\n"
 
 

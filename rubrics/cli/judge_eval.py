@@ -102,7 +102,7 @@ def run(args) -> int:
     elif args.fit_calibration:
         fits = {name: je.fit_calibration(part) for name, part in members.items()}
         judged = je.combined(members, fits)
-        output["calibration"] = {name: {"scale": a, "offset": b} for name, (a, b) in fits.items()}
+        output["calibration"] = {name: {"scale": fit.scale, "offset": fit.offset} for name, fit in fits.items()}
     report = je.evaluate(judged)
     output["report"] = je.report_dict(report)
     if args.fit_thresholds:

@@ -30,7 +30,8 @@ def test_each_domain_is_calibrated_on_the_other_domains_only():
     for j, out in zip(JUDGED, held_out):
         others = [k for k in JUDGED if k.label.domain != j.label.domain]
         scale, offset = fit_logistic([logit(k.probability) for k in others], [k.label.met for k in others])
-        assert fits[j.label.domain]["m"] == pytest.approx((scale, offset))
+        fit = fits[j.label.domain]["m"]
+        assert (fit.scale, fit.offset) == pytest.approx((scale, offset))
         assert out.probability == pytest.approx(sigmoid(scale * logit(j.probability) + offset))
         assert out.label == j.label
 

@@ -59,7 +59,8 @@ def test_calibrate_fits_on_the_raw_scores():
     # judgments made with the identity calibration: logit(probability) is the method's raw score
     raw = [(True, sigmoid(1.0)), (True, sigmoid(0.6)), (False, sigmoid(-0.2)), (False, sigmoid(0.1)),
            (True, sigmoid(0.2)), (False, sigmoid(0.5))]
-    recalibrated, (scale, offset) = je.calibrate(judged(raw))
+    recalibrated, fit = je.calibrate(judged(raw))
+    scale, offset = fit.scale, fit.offset
     assert scale > 0
     assert je.evaluate(recalibrated).overall.brier < je.evaluate(judged(raw)).overall.brier
     assert (scale, offset) == pytest.approx(fit_logistic([1.0, 0.6, -0.2, 0.1, 0.2, 0.5], [y for y, _ in raw]))
@@ -68,7 +69,7 @@ def test_calibrate_fits_on_the_raw_scores():
     # an error judgment stays an error, and is not fitted on
     with_error = judged(raw) + [je.Judged(je.Label("e", None, "a", True, "x:e"), None, "boom")]
     again, fit = je.calibrate(with_error)
-    assert fit == pytest.approx((scale, offset)) and again[-1].probability is None
+    assert (fit.scale, fit.offset) == pytest.approx((scale, offset)) and again[-1].probability is None
     with pytest.raises(ValueError, match="no judged labels"):
         je.calibrate([je.Judged(je.Label("e", None, "a", True, "x:e"), None, "boom")])
 
