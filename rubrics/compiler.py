@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from rubrics.expectation import DEFAULT_UNCERTAIN, Band
 from rubrics.judges.protocol import EvidenceBlock, JudgeContext, JudgeExample, JudgeItem, JudgeRequest
 from rubrics.model import DEFAULT_EVIDENCE, Item, JudgeOptions, Rubric
 
@@ -29,6 +30,7 @@ class JudgeStep:
     item: Item
     judge: JudgeItem              # what the judge is asked, with the item's resolved judge options
     evidence: tuple[str, ...]     # selectors
+    uncertain: Band = DEFAULT_UNCERTAIN   # kept here, not on JudgeItem: the scorer flags items, judges never see it
 
     @property
     def threshold(self) -> float:
@@ -74,7 +76,10 @@ def _first(*values):
     return next((value for value in values if value is not None), None)
 
 
-def compile_judge(item: Item, rubric: Rubric) -> JudgeStep:
+def compile_judge(item: Item, rubric: Rubric, uncertain: Band | None = None) -> JudgeStep:
+    """The item's judge options resolved: the item, then the rubric's `judge:` defaults, then the built-ins.
+    `uncertain` (the CLI's --uncertain) sits between the item and the rubric: it overrides the rubric's band,
+    not a band the item sets for itself."""
     options: JudgeOptions = item.config
     defaults = rubric.judge
     pick = lambda name: getattr(defaults, name) if defaults else None  # noqa: E731
@@ -86,7 +91,8 @@ def compile_judge(item: Item, rubric: Rubric) -> JudgeStep:
         method=_first(options.method, pick("method")),
         mode=_first(options.mode, pick("mode"), DEFAULT_MODE),
         max_tokens=_first(options.max_tokens, pick("max_tokens"), DEFAULT_MAX_TOKENS))
-    return JudgeStep(item=item, judge=judge, evidence=tuple(evidence))
+    band = _first(options.uncertain, uncertain, pick("uncertain"), DEFAULT_UNCERTAIN)
+    return JudgeStep(item=item, judge=judge, evidence=tuple(evidence), uncertain=tuple(band))
 
 
 def compile_code(item: Item) -> CodeStep:
@@ -96,6 +102,7 @@ def compile_code(item: Item) -> CodeStep:
     return CodeStep(item=item, spec=spec, config=spec.config_model.model_validate(item.config))
 
 
-def compile_rubric(rubric: Rubric) -> Plan:
-    steps = [compile_judge(item, rubric) if item.is_judge else compile_code(item) for item in rubric.items]
+def compile_rubric(rubric: Rubric, uncertain: Band | None = None) -> Plan:
+    """`uncertain`: a band that overrides the rubric's default one (items that set their own keep it)."""
+    steps = [compile_judge(item, rubric, uncertain) if item.is_judge else compile_code(item) for item in rubric.items]
     return Plan(rubric=rubric, steps=tuple(steps))

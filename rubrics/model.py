@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
 
 from rubrics.judges.methods import METHOD_CLASSES, METHOD_NAMES
 
@@ -19,6 +19,19 @@ MaxTokens = Annotated[StrictInt, Field(ge=1, le=8192)]
 JudgeMethod = Literal[METHOD_NAMES]   # the method registry, rubrics/judges/methods/
 JudgeMode = Literal["direct", "reasoned"]
 DEFAULT_EVIDENCE = ("final_answer",)
+Probability = Annotated[float, Field(ge=0.0, le=1.0)]
+
+
+def _ordered(band: tuple[float, float]) -> tuple[float, float]:
+    if band[0] > band[1]:
+        raise ValueError(f"the band's low end {band[0]} is above its high end {band[1]}")
+    return band
+
+
+UncertainBand = Annotated[tuple[Probability, Probability], AfterValidator(_ordered), Field(
+    description="[low, high], inclusive: a judge probability in this band marks the item uncertain (its verdict "
+                "is close to a coin; the result's score_low and score_high let it fall either way). "
+                "Default [0.35, 0.65].")]
 
 
 class _Strict(BaseModel):
@@ -33,6 +46,7 @@ class JudgeOptions(_Strict):
     mode: JudgeMode | None = Field(None, description="direct: answer at once; reasoned: think first, then answer.")
     max_tokens: MaxTokens | None = Field(None, description="Token budget of the reasoning in reasoned mode.")
     threshold: Threshold | None = Field(None, description="Probability above which the item counts as met.")
+    uncertain: UncertainBand | None = None
 
 
 class JudgeDefaults(_Strict):
@@ -42,6 +56,7 @@ class JudgeDefaults(_Strict):
     mode: JudgeMode | None = None
     max_tokens: MaxTokens | None = None
     threshold: Threshold | None = None
+    uncertain: UncertainBand | None = None
 
 
 class JudgeExampleSpec(_Strict):

@@ -1,9 +1,12 @@
 """The result of grading one trajectory against one rubric."""
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+
+Fraction = Annotated[float, Field(ge=0.0, le=1.0)]   # a score-like number in [0, 1]
 
 
 class ItemResult(BaseModel):
@@ -17,6 +20,9 @@ class ItemResult(BaseModel):
     evidence: str = Field(description="What was found, or what was missing.")
     probability: float | None = Field(None, description="Judge items: the judge's probability that the item is met.")
     error: str | None = Field(None, description="Why the item could not be evaluated (status error).")
+    uncertain: bool = Field(False, description="Judge items: the probability lies in the item's uncertain band "
+                                               "(default 0.35-0.65, inclusive), so the verdict is close to a coin; "
+                                               "score_low and score_high let it fall either way.")
 
 
 class Result(BaseModel):
@@ -32,6 +38,23 @@ class Result(BaseModel):
     items: list[ItemResult]
     errors: list[str] = Field(default_factory=list)
     judge: str | None = Field(None, description="Name of the judge used, null when no judge item was graded.")
+    expected_score: Fraction | None = Field(
+        None, description="E[score] when each judge item is met with its probability (gates included), items independent; "
+                    "code checks, and judge verdicts without a probability, count at their status. Null when the "
+                    "result is incomplete (an item is error or the trajectory did not load): never a partial "
+                    "number that looks complete.")
+    score_low: Fraction | None = Field(
+        None, description="Lowest score over every way the uncertain items could fall, the other items at their status. "
+                    "score_low <= score <= score_high always; expected_score lies in the range when every judge "
+                    "item outside the band has probability 0 or 1 (so always with the band [0, 1]), not in general. "
+                    "Null when the result is incomplete.")
+    score_high: Fraction | None = Field(
+        None, description="Highest score over every way the uncertain items could fall (see score_low). Null when the "
+                    "result is incomplete.")
+    uncertain_items: int = Field(0, ge=0, description="Number of items flagged uncertain.")
+    reward: Fraction | None = Field(
+        None, description="The number a trainer takes: score (reward hard, the default) or expected_score (reward "
+                    "expected; then null when the result is incomplete).")
 
     def to_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json")

@@ -48,7 +48,7 @@ def rubric_schema() -> dict:
     config_refs = {k: refs[(m, "validation")] for k, m in checks.items() if k not in COMBINATORS}
     check_props = {key: _check_schema(key, config_refs) for key in checks}
     judge_prop = {"anyOf": [{"type": "string", "minLength": 1}, refs[(JudgeOptions, "validation")]],
-                  "description": "judge: the criterion text, or {text, method, mode, max_tokens, threshold}"}
+                  "description": "judge: the criterion text, or {text, method, mode, max_tokens, threshold, uncertain}"}
     item_defs = defs.pop(refs[(ItemFields, "validation")]["$ref"].rsplit("/", 1)[1])
     one_check = [{"required": [key]} for key in ["judge", *checks]]
     base = {k: v for k, v in item_defs["properties"].items() if k != "points"}

@@ -1,4 +1,7 @@
-"""Plan + trajectories + judge -> Results: score = 0 when a gate fails, else max(0, earned) / total.
+"""Plan + trajectories + judge -> Results: score = 0 when a gate fails, else min(1, max(0, earned) / total).
+
+Each Result also says how sure it is (rubrics/expectation.py): the expected score over the judge's
+probabilities, and the range of scores over the items whose probability lies in their uncertain band.
 
 Every judge request of every trajectory goes to the judge in one call, so the engine can batch them
 and share prompt prefixes. Whatever goes wrong with one trajectory or one item (a trajectory that
@@ -7,13 +10,15 @@ will not load, a check that fails, a judge that errors) is reported on that traj
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Literal, Sequence
 
 from rubrics.compiler import CodeStep, JudgeStep, Plan, compile_rubric
+from rubrics.expectation import Band, Outcome, expected_score, hard_score, in_band, score_range
 from rubrics.judges.protocol import Judge, Verdict
 from rubrics.result import ItemResult, Result
 
 Progress = Callable[[int, int], None]   # (trajectories done, total)
+Reward = Literal["hard", "expected"]     # what Result.reward holds: score, or expected_score
 
 
 @dataclass(frozen=True)
@@ -76,7 +81,8 @@ def judge_item_result(step: JudgeStep, verdict: Verdict) -> ItemResult:
                           error=verdict.error or "the judge returned no verdict")
     evidence = verdict.rationale or (f"judge probability {verdict.probability:.3f} (threshold {step.threshold})"
                                      if verdict.probability is not None else "judge verdict")
-    return ItemResult(**base, status="met" if verdict.met else "unmet", evidence=evidence)
+    return ItemResult(**base, status="met" if verdict.met else "unmet", evidence=evidence,
+                      uncertain=in_band(verdict.probability, step.uncertain))
 
 
 def call_judge(judge: Judge, requests: list) -> list[Verdict]:
@@ -98,7 +104,26 @@ def call_judge(judge: Judge, requests: list) -> list[Verdict]:
     return verdicts
 
 
-def assemble(plan: Plan, trajectory, items: list[ItemResult], judge_name: str | None) -> Result:
+def outcome(item: ItemResult) -> Outcome:
+    """An evaluated item for the maths: a judge item is met with its probability (at its status when the
+    verdict has none), a code check at its status."""
+    met = item.status == "met"
+    probability = item.probability if item.method == "judge" and item.probability is not None else float(met)
+    return Outcome(kind=item.kind, points=item.points or 0, met=met, probability=probability, free=item.uncertain)
+
+
+def how_sure(items: list[ItemResult], total: int) -> dict[str, float | None]:
+    """expected_score, score_low and score_high; all null when an item is error, since a number computed
+    without it would look complete and is not (the hard score stays partial and `complete` says so)."""
+    if any(i.status == "error" for i in items):
+        return dict(expected_score=None, score_low=None, score_high=None)
+    outcomes = [outcome(i) for i in items]
+    low, high = score_range(outcomes, total)
+    return dict(expected_score=expected_score(outcomes, total), score_low=low, score_high=high)
+
+
+def assemble(plan: Plan, trajectory, items: list[ItemResult], judge_name: str | None,
+             reward: Reward = "hard") -> Result:
     gates = [i for i in items if i.kind == "gate"]
     criteria = [i for i in items if i.kind == "criterion"]
     if any(i.status == "unmet" for i in gates):
@@ -109,16 +134,20 @@ def assemble(plan: Plan, trajectory, items: list[ItemResult], judge_name: str | 
         gates_passed = True
     earned = sum(i.points or 0 for i in criteria if i.status == "met")
     total = plan.rubric.total
-    score = 0.0 if gates_passed is False or total <= 0 else min(1.0, max(0, earned) / total)
+    score = hard_score(gates_passed is not False, earned, total)
+    sure = how_sure(items, total)
     return Result(trajectory_id=trajectory.id, task_id=trajectory.task_id, rubric_id=plan.rubric.id, score=score,
                   gates_passed=gates_passed, earned=earned, total=total,
                   complete=all(i.status != "error" for i in items), items=items,
-                  errors=[f"{i.id}: {i.error}" for i in items if i.status == "error"], judge=judge_name)
+                  errors=[f"{i.id}: {i.error}" for i in items if i.status == "error"], judge=judge_name,
+                  **sure, uncertain_items=sum(i.uncertain for i in items),
+                  reward=score if reward == "hard" else sure["expected_score"])
 
 
-def failed_result(plan: Plan, failure: LoadFailure) -> Result:
+def failed_result(plan: Plan, failure: LoadFailure, reward: Reward = "hard") -> Result:
     return Result(trajectory_id=failure.trajectory_id, rubric_id=plan.rubric.id, score=0.0, gates_passed=None,
-                  earned=0, total=plan.rubric.total, complete=False, items=[], errors=[failure.message])
+                  earned=0, total=plan.rubric.total, complete=False, items=[], errors=[failure.message],
+                  reward=0.0 if reward == "hard" else None)
 
 
 def resolve_judge(judge: Judge | None, plan: Plan) -> Judge | None:
@@ -132,8 +161,9 @@ def resolve_judge(judge: Judge | None, plan: Plan) -> Judge | None:
 
 
 def grade_plan(plan: Plan, trajectories: Sequence, judge: Judge | None,
-               progress: Progress | None = None) -> list[Result]:
-    """Grade already-loaded trajectories (or LoadFailures) with a compiled plan and a resolved judge."""
+               progress: Progress | None = None, reward: Reward = "hard") -> list[Result]:
+    """Grade already-loaded trajectories (or LoadFailures) with a compiled plan and a resolved judge.
+    `reward` picks what each Result's `reward` holds: "hard" the score, "expected" the expected score."""
     code_items: list[dict[str, ItemResult]] = []
     requests, owners = [], []
     for index, trajectory in enumerate(trajectories):
@@ -152,11 +182,11 @@ def grade_plan(plan: Plan, trajectories: Sequence, judge: Judge | None,
     results = []
     for index, trajectory in enumerate(trajectories):
         if isinstance(trajectory, LoadFailure):
-            results.append(failed_result(plan, trajectory))
+            results.append(failed_result(plan, trajectory, reward))
         else:
             items = [code_items[index][s.item.id] if isinstance(s, CodeStep)
                      else judge_item_result(s, judged[index][s.item.id]) for s in plan.steps]
-            results.append(assemble(plan, trajectory, items, judge_name))
+            results.append(assemble(plan, trajectory, items, judge_name, reward))
         if progress is not None:
             progress(index + 1, len(trajectories))
     return results
@@ -177,23 +207,24 @@ def _expand(sources: Iterable) -> Iterator:
             yield src
 
 
-def score_many(trajectories: Iterable, rubric, judge: Judge | None = None,
-               progress: Progress | None = None) -> list[Result]:
+def score_many(trajectories: Iterable, rubric, judge: Judge | None = None, progress: Progress | None = None,
+               *, uncertain: Band | None = None, reward: Reward = "hard") -> list[Result]:
     """One Result per trajectory, in input order (a .jsonl path contributes one per line). Every judge
     request of every trajectory goes to the judge in one call. A trajectory that cannot be loaded gets a
-    Result with `errors` and no items."""
+    Result with `errors` and no items. `uncertain` overrides the rubric's uncertain band (as --uncertain)."""
     from rubrics.loading import load_rubric
 
-    plan = compile_rubric(load_rubric(rubric))
+    plan = compile_rubric(load_rubric(rubric), uncertain)
     loaded = [_load(src, i) for i, src in enumerate(_expand(trajectories))]
-    return grade_plan(plan, loaded, resolve_judge(judge, plan), progress)
+    return grade_plan(plan, loaded, resolve_judge(judge, plan), progress, reward)
 
 
-def score(trajectory, rubric, judge: Judge | None = None) -> Result:
+def score(trajectory, rubric, judge: Judge | None = None, *, uncertain: Band | None = None,
+          reward: Reward = "hard") -> Result:
     """Grade one trajectory (path, dict or Trajectory) against a rubric (path, YAML text, dict or Rubric).
     Raises TrajectoryError when the trajectory cannot be loaded."""
     from rubrics.loading import load_rubric
     from rubrics.trajectory import load_trajectory
 
-    plan = compile_rubric(load_rubric(rubric))
-    return grade_plan(plan, [load_trajectory(trajectory)], resolve_judge(judge, plan))[0]
+    plan = compile_rubric(load_rubric(rubric), uncertain)
+    return grade_plan(plan, [load_trajectory(trajectory)], resolve_judge(judge, plan), reward=reward)[0]

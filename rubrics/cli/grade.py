@@ -10,6 +10,21 @@ import sys
 
 JUDGES = ("embedded", "openai", "none")
 FORMATS = ("table", "json", "jsonl")
+REWARDS = ("hard", "expected")
+
+
+def band(text: str) -> tuple[float, float]:
+    """--uncertain LOW,HIGH: two probabilities with LOW <= HIGH; anything else is a usage error."""
+    from argparse import ArgumentTypeError
+
+    wrong = ArgumentTypeError(f"expected LOW,HIGH with 0 <= LOW <= HIGH <= 1, e.g. 0.35,0.65; got {text!r}")
+    try:
+        low, high = (float(part) for part in text.split(","))   # not two numbers: ValueError
+    except ValueError:
+        raise wrong from None
+    if not 0.0 <= low <= high <= 1.0:   # also false for NaN
+        raise wrong
+    return low, high
 
 
 def register(subparsers) -> None:
@@ -25,6 +40,12 @@ def register(subparsers) -> None:
     parser.add_argument("--format", choices=FORMATS, default="table")
     parser.add_argument("--output", "-o", metavar="FILE", help="write results here instead of stdout")
     parser.add_argument("--verbose", "-v", action="store_true", help="table: one row per item too")
+    parser.add_argument("--uncertain", type=band, metavar="LOW,HIGH",
+                        help="judge probabilities in this band (inclusive) mark an item uncertain; overrides the "
+                             "rubric's judge: uncertain, not an item's own (default 0.35,0.65)")
+    parser.add_argument("--reward", choices=REWARDS, default="hard",
+                        help="what the reward field of json/jsonl output holds: hard = score (default), "
+                             "expected = expected_score")
     parser.set_defaults(handler=run, parser=parser)
 
 
@@ -95,14 +116,14 @@ def run(args) -> int:
             warn(problem.format(source))
     if rubric is None:
         return 1
-    plan = compile_rubric(rubric)
+    plan = compile_rubric(rubric, args.uncertain)
     trajectories, load_errors = collect_trajectories(args.paths)
     for line in load_errors:
         warn(line)
     judge = make_judge(args) if plan.needs_judge and trajectories else None
     from rubrics.cli.judge_progress import judge_progress   # progress bar on a terminal, summary line after
     with judge_progress(judge):
-        results = grade_plan(plan, trajectories, judge)
+        results = grade_plan(plan, trajectories, judge, reward=args.reward)
     write_results(results, args)
     incomplete = [r for r in results if not r.complete]
     if incomplete and (args.format != "table" or args.output):   # the table itself says so otherwise

@@ -23,6 +23,16 @@ def _gates(result) -> str:
     return {True: "pass", False: "FAIL", None: "error"}[result.gates_passed]
 
 
+def _number(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"   # null: the result is incomplete
+
+
+def _range(result) -> str:
+    if result.score_low is None or result.score_high is None:
+        return "-"
+    return f"{result.score_low:.3f}-{result.score_high:.3f}"
+
+
 def align(rows: list[list[str]]) -> list[str]:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     return ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
@@ -38,14 +48,16 @@ def item_rows(result) -> list[list[str]]:
     for item in result.items:
         points = "gate" if item.kind == "gate" else f"{item.points:+d}"
         detail = item.error if item.status == "error" else item.evidence
-        rows.append([f"  {printable(item.id)}", item.status, item.method, points, _one_line(detail or "")])
+        status = item.status + ("?" if item.uncertain else "")   # a verdict close to a coin
+        rows.append([f"  {printable(item.id)}", status, item.method, points, _one_line(detail or "")])
     return rows
 
 
 def render_table(results, verbose: bool = False) -> str:
-    header = ["trajectory", "score", "gates", "earned/total", "complete"]
-    summary = [header] + [[printable(r.trajectory_id), f"{r.score:.3f}", _gates(r), f"{r.earned}/{r.total}",
-                           "yes" if r.complete else "NO"] for r in results]
+    header = ["trajectory", "score", "expected", "range", "uncertain", "gates", "earned/total", "complete"]
+    summary = [header] + [[printable(r.trajectory_id), f"{r.score:.3f}", _number(r.expected_score), _range(r),
+                           str(r.uncertain_items), _gates(r), f"{r.earned}/{r.total}", "yes" if r.complete else "NO"]
+                          for r in results]
     aligned = align(summary)
     if not verbose:
         lines = aligned
@@ -60,4 +72,8 @@ def render_table(results, verbose: bool = False) -> str:
     if errors:
         lines.append(f"incomplete: {len(errors)} item(s) could not be evaluated (e.g. {printable(errors[0].error)}); "
                      "they count as 0, so those scores are partial")
+    uncertain = sum(r.uncertain_items for r in results)
+    if uncertain:
+        lines.append(f"uncertain: {uncertain} judge verdict(s) had a probability in the uncertain band "
+                     "(marked ? with --verbose); range is the score with those falling either way")
     return "\n".join(lines) + "\n"

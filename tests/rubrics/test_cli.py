@@ -58,9 +58,10 @@ def test_grade_table(det_rubric):
     done = rubric("grade", det_rubric, TRAJECTORIES / "01-all-gates-pass.json", TRAJECTORIES / "04-wrong-recipient.json")
     assert done.returncode == 0
     lines = done.stdout.splitlines()
-    assert lines[0].split() == ["trajectory", "score", "gates", "earned/total", "complete"]
-    assert lines[1].split() == ["all-gates-pass", "1.000", "pass", "2/2", "yes"]
-    assert lines[2].split() == ["wrong-recipient", "0.000", "FAIL", "1/2", "yes"]
+    assert lines[0].split() == ["trajectory", "score", "expected", "range", "uncertain", "gates", "earned/total",
+                                "complete"]
+    assert lines[1].split() == ["all-gates-pass", "1.000", "1.000", "1.000-1.000", "0", "pass", "2/2", "yes"]
+    assert lines[2].split() == ["wrong-recipient", "0.000", "0.000", "0.000-0.000", "0", "FAIL", "1/2", "yes"]
     verbose = rubric("grade", det_rubric, TRAJECTORIES / "01-all-gates-pass.json", "--verbose").stdout
     assert "  mis-to-cfo" in verbose and "met" in verbose and "cfo@acme.test" in verbose
 
@@ -180,3 +181,71 @@ def test_lint_on_hostile_files_reports_without_a_traceback(tmp_path):
     assert done.returncode == 1 and done.stderr == ""
     reported = {line.split(":")[0] for line in done.stdout.splitlines()}
     assert reported == {str(p) for p in paths} | {str(tmp_path / "binary.rubric.yaml")}
+
+
+def test_grade_json_carries_expected_score_range_and_reward(det_rubric):
+    """Code checks only: everything is certain, so expected = score = the range, and reward follows --reward."""
+    for reward in ("hard", "expected"):
+        done = rubric("grade", det_rubric, TRAJECTORIES / "01-all-gates-pass.json",
+                      TRAJECTORIES / "04-wrong-recipient.json", "--format", "json", "--reward", reward)
+        assert done.returncode == 0, done.stderr
+        rows = json.loads(done.stdout)
+        assert [(r["score"], r["expected_score"], r["score_low"], r["score_high"], r["uncertain_items"], r["reward"])
+                for r in rows] == [(1.0, 1.0, 1.0, 1.0, 0, 1.0), (0.0, 0.0, 0.0, 0.0, 0, 0.0)]
+
+
+def test_incomplete_results_have_null_expected_score_and_range_in_json_and_dashes_in_the_table():
+    done = rubric("grade", EXAMPLE_RUBRIC, TRAJECTORIES / "01-all-gates-pass.json", "--judge", "none",
+                  "--format", "jsonl", "--reward", "expected")
+    row = json.loads(done.stdout)
+    assert row["complete"] is False and row["reward"] is None   # hard would be the partial score
+    assert (row["expected_score"], row["score_low"], row["score_high"], row["reward"]) == (None, None, None, None)
+    table = rubric("grade", EXAMPLE_RUBRIC, TRAJECTORIES / "01-all-gates-pass.json", "--judge", "none").stdout
+    assert table.splitlines()[1].split()[2:5] == ["-", "-", "0"]
+
+
+@pytest.mark.parametrize("band", ["0.7,0.3", "0.3", "a,b", "0.2,1.5", "nan,0.5", "0.1,0.2,0.3"])
+def test_a_bad_uncertain_band_is_a_usage_error(det_rubric, band):
+    done = rubric("grade", det_rubric, TRAJECTORIES / "01-all-gates-pass.json", f"--uncertain={band}")
+    assert done.returncode == 2 and "LOW,HIGH" in done.stderr
+
+
+def test_a_bad_reward_is_a_usage_error(det_rubric):
+    done = rubric("grade", det_rubric, TRAJECTORIES / "01-all-gates-pass.json", "--reward", "soft")
+    assert done.returncode == 2 and "--reward" in done.stderr
+
+
+SMALL_JUDGED = """\
+version: 1
+id: small-judged
+task: Send the Q3 travel MIS to the CFO.
+judge: {uncertain: [0.0, 0.1]}
+gates:
+  - {id: mis-to-cfo, email_sent: {to: cfo@acme.test, attachment: "*MIS*"}}
+criteria:
+  - {id: total, points: 2, number: {label: total travel spend, expected: 48.2L, tolerance: 0.5%}}
+  - {id: flags, points: 1, judge: flags the unsigned expense claims}
+  - {id: depts, points: 1, judge: {text: breaks the spend down by department, uncertain: [0.0, 0.1]}}
+"""
+
+
+@pytest.mark.slow
+def test_real_embedded_judge_flags_uncertain_items_and_reports_the_range(tmp_path):
+    """The real path: `rubric grade` with the embedded judge in a subprocess. --uncertain 0,1 overrides the
+    rubric's band (every item without its own band is uncertain), not the item's own."""
+    path = tmp_path / "rubric.yaml"
+    path.write_text(SMALL_JUDGED)
+    done = rubric("grade", path, TRAJECTORIES / "01-all-gates-pass.json", "--uncertain", "0,1", "--reward",
+                  "expected", "--format", "json")
+    assert done.returncode == 0, done.stderr
+    [row] = json.loads(done.stdout)
+    judged = {i["id"]: i for i in row["items"] if i["method"] == "judge"}
+    assert judged["flags"]["uncertain"] is True
+    assert judged["depts"]["uncertain"] is (judged["depts"]["probability"] <= 0.1)
+    assert row["uncertain_items"] == sum(i["uncertain"] for i in row["items"])
+    assert row["score_low"] <= row["score"] <= row["score_high"]
+    p = {k: i["probability"] for k, i in judged.items()}
+    assert row["expected_score"] == pytest.approx((2 + p["flags"] + p["depts"]) / 4)   # gate and total are met
+    assert row["reward"] == row["expected_score"]
+    import jsonschema
+    jsonschema.validate(row, json.loads((REPO / "schemas" / "result.schema.json").read_text()))

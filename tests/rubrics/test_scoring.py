@@ -204,3 +204,79 @@ def test_score_raises_for_a_trajectory_that_cannot_load():
 
     with pytest.raises(TrajectoryError):
         rubrics.score({"id": "bad", "messages": 3}, RUBRIC, judge=always(True))
+
+
+# Expected score, uncertain band, score range, reward (the maths itself is in test_expectation.py).
+
+BANDS = yaml_text("""
+    version: 1
+    id: bands
+    task: t
+    judge: {uncertain: [0.2, 0.8]}
+    criteria:
+      - {id: own, points: 1, judge: {text: own band, uncertain: [0.45, 0.55]}}
+      - {id: rubric, points: 1, judge: rubric band}
+      - {id: code, points: 1, contains: {text: X}}
+""")
+
+
+def at(probability: float) -> ScriptedJudge:
+    return ScriptedJudge(lambda r: Verdict(met=probability > r.item.threshold, probability=probability))
+
+
+def test_every_result_carries_expected_score_range_and_uncertain_count():
+    probabilities = {"g-judge": 0.9, "r2": 0.5, "p1": 0.2}
+    result = rubrics.score(trajectory("GATE THREE"), RUBRIC, judge=ScriptedJudge(
+        lambda r: Verdict(met=probabilities[r.item.id] > 0.5, probability=probabilities[r.item.id])))
+    assert result.score == pytest.approx(3 / 5) and result.complete
+    # gate 0.9 x E[min(1, max(0, 3 + 2·[r2] - 1·[p1]) / 5)] over r2 ~ 0.5, p1 ~ 0.2
+    assert result.expected_score == pytest.approx(0.9 * (0.5 * 0.8 * 1.0 + 0.5 * 0.2 * 0.8 + 0.5 * 0.8 * 0.6
+                                                         + 0.5 * 0.2 * 0.4))
+    assert [i.id for i in result.items if i.uncertain] == ["r2"] and result.uncertain_items == 1
+    assert (result.score_low, result.score_high) == (pytest.approx(3 / 5), 1.0)
+    assert result.reward == result.score   # hard by default
+
+
+def test_reward_expected_is_the_expected_score():
+    result = rubrics.score(trajectory("GATE THREE"), RUBRIC, judge=at(0.7), reward="expected")
+    assert result.reward == result.expected_score and result.expected_score < result.score
+
+
+def test_incomplete_results_have_no_expected_score_or_range_never_a_partial_number():
+    result = rubrics.score(trajectory("GATE THREE"), RUBRIC, judge=NoJudge(), reward="expected")
+    assert not result.complete and result.score == pytest.approx(3 / 5)   # the hard score stays partial
+    assert (result.expected_score, result.score_low, result.score_high, result.reward) == (None, None, None, None)
+    hard = rubrics.score(trajectory("GATE THREE"), RUBRIC, judge=NoJudge())
+    assert hard.reward == hard.score and not any(i.uncertain for i in hard.items)
+    unloadable = {"id": "bad", "messages": "not a list"}
+    failed = rubrics.score_many([unloadable], RUBRIC, judge=always(True), reward="expected")[0]
+    assert (failed.expected_score, failed.score_low, failed.reward) == (None, None, None)
+
+
+def test_the_uncertain_band_is_inclusive_and_resolved_item_then_override_then_rubric_then_default():
+    inside_default = rubrics.score(trajectory("GATE THREE"), RUBRIC, judge=at(0.35))
+    assert {i.id for i in inside_default.items if i.uncertain} == {"g-judge", "r2", "p1"}
+    assert not any(i.uncertain for i in rubrics.score(trajectory("GATE THREE"), RUBRIC, judge=at(0.3)).items)
+    assert not any(i.uncertain for i in rubrics.score(trajectory("GATE"), RUBRIC, judge=at(0.66)).items)
+
+    def flagged(probability, **kw):
+        return {i.id for i in rubrics.score(trajectory("X"), BANDS, judge=at(probability), **kw).items if i.uncertain}
+    assert flagged(0.3) == {"rubric"} and flagged(0.5) == {"own", "rubric"}
+    assert flagged(0.3, uncertain=(0.0, 0.1)) == set()           # the override replaces the rubric's band ...
+    assert flagged(0.5, uncertain=(0.0, 0.1)) == {"own"}         # ... but not an item's own
+    plain = BANDS.replace("judge: {uncertain: [0.2, 0.8]}\n", "")
+    assert plain != BANDS
+    assert {i.id for i in rubrics.score(trajectory("X"), plain, judge=at(0.3)).items if i.uncertain} == set()
+    assert {i.id for i in rubrics.score(trajectory("X"), plain, judge=at(0.4)).items if i.uncertain} == {"rubric"}
+
+
+def test_a_verdict_without_probability_counts_at_its_status_and_is_never_uncertain():
+    result = rubrics.score(trajectory("GATE THREE"), RUBRIC, judge=ScriptedJudge(
+        lambda r: Verdict(met=not r.item.penalty, probability=None)))
+    assert result.score == result.expected_score == result.score_low == result.score_high == 1.0
+    assert result.uncertain_items == 0
+
+
+def test_a_band_the_wrong_way_round_is_a_rubric_error():
+    with pytest.raises(rubrics.RubricError, match="low end 0.7 is above its high end 0.3"):
+        rubrics.load_rubric(BANDS.replace("[0.2, 0.8]", "[0.7, 0.3]"))
