@@ -57,6 +57,11 @@ class JudgeDefaults(_Strict):
     max_tokens: MaxTokens | None = None
     threshold: Threshold | None = None
     uncertain: UncertainBand | None = None
+    calibration: StrictStr | None = Field(
+        None, min_length=1,
+        description="A calibration file (`rubric judge-eval --fit-calibration --write`), relative to the rubric file: "
+                    "the calibration of the judge that `rubric grade` (without --calibration) and score() "
+                    "(without a judge) build. Refused when made for another model or prompt layout.")
 
 
 class JudgeExampleSpec(_Strict):

@@ -154,9 +154,11 @@ def resolve_judge(judge: Judge | None, plan: Plan) -> Judge | None:
     """The judge to use; None when the rubric has no judge item (then none is ever constructed)."""
     if not plan.needs_judge:
         return None
-    if judge is None:
+    if judge is None:   # the rubric's `judge: {calibration: PATH}` calibrates the judge built here, not one passed in
+        from rubrics.judges.calibration_file import rubric_calibration_path
         from rubrics.judges.extras import make_embedded_judge
-        return make_embedded_judge()
+        calibration = rubric_calibration_path(plan.rubric)
+        return make_embedded_judge(**({"calibration": calibration} if calibration else {}))
     return judge
 
 

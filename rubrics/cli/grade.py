@@ -37,6 +37,9 @@ def register(subparsers) -> None:
                         help="judge for judge items (default: embedded; none reports them as not evaluated)")
     parser.add_argument("--model", help="judge model: a local HF folder or .gguf (embedded), or a model name (openai)")
     parser.add_argument("--base-url", help="OpenAI-compatible server, e.g. http://localhost:8000/v1 (--judge openai)")
+    parser.add_argument("--calibration", metavar="FILE",
+                        help="calibration file from `rubric judge-eval --fit-calibration --write`; overrides the "
+                             "rubric's judge: calibration; refused when made for another model, layout or method")
     parser.add_argument("--format", choices=FORMATS, default="table")
     parser.add_argument("--output", "-o", metavar="FILE", help="write results here instead of stdout")
     parser.add_argument("--verbose", "-v", action="store_true", help="table: one row per item too")
@@ -82,23 +85,61 @@ def collect_trajectories(paths: list[str]):
     return loaded, errors
 
 
-def make_judge(args):
+def make_judge(args, plan=None):
     """The judge the options ask for; a judge that cannot be built grades nothing and says why."""
     from rubrics.judges import NoJudge, UnavailableJudge
     from rubrics.judges.extras import MissingExtraError, import_judge_class, make_embedded_judge
 
     if args.judge == "none":
         return NoJudge()
+    calibration = calibration_option(args, plan)
     try:
         if args.judge == "openai":
             try:   # OpenAIJudge reads its API key from the environment
-                return import_judge_class("openai", "OpenAIJudge")(base_url=args.base_url, model=args.model)
+                judge = import_judge_class("openai", "OpenAIJudge")(base_url=args.base_url, model=args.model,
+                                                                    **calibration)
             except ValueError as exc:   # a malformed --base-url or --model is a usage error, not a traceback
                 args.parser.error(f"--judge openai: {exc}")
-        return make_embedded_judge(**({"model": args.model} if args.model else {}))
+        else:
+            try:
+                judge = make_embedded_judge(**({"model": args.model} if args.model else {}), **calibration)
+            except (ValueError, OSError) as exc:   # a refused calibration file, or a --model it cannot identify
+                if not calibration:
+                    raise
+                args.parser.error(str(exc))
     except MissingExtraError as exc:
         warn(f"error: {exc}")
         return UnavailableJudge(f"not evaluated: {exc}", name=args.judge)
+    check_calibrated_methods(args, judge, plan)
+    return judge
+
+
+def calibration_option(args, plan) -> dict:
+    """{"calibration": the loaded file} from --calibration, else the rubric's judge: calibration (relative to the
+    rubric file), else {}; a file that cannot be read is a usage error."""
+    from rubrics.judges.calibration_file import CalibrationFileError, load_calibration_file, rubric_calibration_path
+
+    path = args.calibration or (rubric_calibration_path(plan.rubric) if plan is not None else None)
+    if not path:
+        return {}
+    try:
+        return {"calibration": load_calibration_file(path)}
+    except CalibrationFileError as exc:
+        args.parser.error(str(exc))
+
+
+def check_calibrated_methods(args, judge, plan) -> None:
+    """A calibration file with an entry for none of the methods the rubric's judge items use is refused."""
+    from rubrics.judges.calibration_file import CalibrationFileError
+    from rubrics.judges.methods import method_name_for
+
+    loaded = getattr(judge, "calibration_file", None)
+    if loaded is None or plan is None:
+        return
+    try:
+        loaded.check_methods(method_name_for(step.judge, judge.method) for step in plan.judge_steps)
+    except CalibrationFileError as exc:
+        args.parser.error(str(exc))
 
 
 def run(args) -> int:
@@ -120,7 +161,7 @@ def run(args) -> int:
     trajectories, load_errors = collect_trajectories(args.paths)
     for line in load_errors:
         warn(line)
-    judge = make_judge(args) if plan.needs_judge and trajectories else None
+    judge = make_judge(args, plan) if plan.needs_judge and trajectories else None
     from rubrics.cli.judge_progress import judge_progress   # progress bar on a terminal, summary line after
     with judge_progress(judge):
         results = grade_plan(plan, trajectories, judge, reward=args.reward)

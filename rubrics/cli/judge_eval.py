@@ -27,6 +27,10 @@ def register(subparsers) -> None:
     parser.add_argument("--fit-thresholds", action="store_true", help="propose a threshold per item")
     parser.add_argument("--fit-calibration", action="store_true",
                         help="fit the method's calibration (scale and offset) by logistic regression")
+    parser.add_argument("--write", metavar="CALIBRATION.json",
+                        help="with --fit-calibration: write the fit to this calibration file, with the judge model's "
+                             "identity and the prompt-layout version (rubric grade --calibration reads it); an "
+                             "existing file for the same judge and layout keeps its other methods' entries")
     parser.add_argument("--cross-validate", choices=("domain",),
                         help="fit the method's calibration leaving each domain out and report the held-out figures "
                              "(by label difficulty, per domain, and same-item pair ranking); needs --method")
@@ -81,6 +85,8 @@ def run(args) -> int:
     if fitting and not args.method:
         args.parser.error("--fit-calibration and --cross-validate need --method (the method whose calibration is "
                           "fitted)")
+    if args.write and not args.fit_calibration:
+        args.parser.error("--write needs --fit-calibration (it writes the fitted calibration)")
     judge = build_judge(args, args.method, raw=fitting)   # fits work on the method's raw scores
     try:
         judged, skipped = judge_all(args, judge)
@@ -103,6 +109,13 @@ def run(args) -> int:
         fits = {name: je.fit_calibration(part) for name, part in members.items()}
         judged = je.combined(members, fits)
         output["calibration"] = {name: {"scale": fit.scale, "offset": fit.offset} for name, fit in fits.items()}
+        if args.write:
+            try:
+                output["calibration_file"] = write_calibration(args.write, judge, fits)
+                print(f"wrote the {args.method} calibration to {args.write}", file=sys.stderr)
+            except (ValueError, OSError) as exc:
+                print(f"error: {args.write}: {exc}", file=sys.stderr)
+                return 1
     report = je.evaluate(judged)
     output["report"] = je.report_dict(report)
     if args.fit_thresholds:
@@ -122,6 +135,26 @@ def run(args) -> int:
     else:
         sys.stdout.write(je.render(output))
     return 0
+
+
+def write_calibration(path: str, judge, fits: dict) -> str:
+    """Write the fits with the identity of the judge that produced the raw scores; returns the path. A valid file
+    already there for the same model and prompt layout keeps its entries for other methods; any other is
+    replaced."""
+    from rubrics.judges.calibration_file import CalibrationFile, CalibrationFileError, load_calibration_file
+
+    identity = judge.identity() if callable(getattr(judge, "identity", None)) else None
+    if identity is None:
+        raise ValueError(f"the judge {getattr(judge, 'name', judge)!r} does not say which model it runs")
+    entries = dict(fits)
+    try:
+        existing = load_calibration_file(path)
+        existing.check(identity)
+        entries = {**existing.calibrations, **fits}
+    except CalibrationFileError:   # none there, or one for another judge: replaced
+        pass
+    CalibrationFile(identity, entries).write(path)
+    return path
 
 
 ENGINE_KEYS = ("prompt_tokens", "computed_prompt_tokens", "cached_prompt_tokens", "prefix_cache_hit_rate")

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from rubrics.judges.calibration_file import ModelIdentity
 from rubrics.judges.methods import DEFAULT_METHOD, Calibration, JudgeMethod, PromptSpec, Reasoning, ScoredPrompt, \
     make_method, method_name_for
 from rubrics.judges.prompt_ids import BuiltPrompt, PromptBuilder, PromptError, PromptRequest
@@ -48,25 +49,40 @@ class EmbeddedJudge:
     """rubrics.EmbeddedJudge(model=None, **engine_options): the judge of `rubric grade --judge embedded`.
 
     method: the verdict method for items that name none (a name in rubrics.judges.methods.METHOD_NAMES).
-    calibrations: {method name: Calibration} replacing the methods' fitted defaults.
+    calibration: a calibration file (`rubric judge-eval --fit-calibration --write`): its path or a loaded
+    rubrics.judges.calibration_file.CalibrationFile; refused (CalibrationFileError) when made for another model,
+    prompt layout, or (method given) another method. calibrations: {method name: Calibration} replacing the
+    methods' fitted defaults (and the file's entries).
     llm: an already loaded judge_engine.LLM to share (tests, benchmarks); engine_options go to LLM otherwise.
     """
 
-    def __init__(self, model: str | None = None, *, method: str | None = None,
+    def __init__(self, model: str | None = None, *, method: str | None = None, calibration: Any = None,
                  calibrations: Mapping[str, Calibration] | None = None, llm: Any = None, **engine_options: Any):
+        from rubrics.judges.calibration_file import judge_calibrations
+
         self.method = method or DEFAULT_METHOD
-        self.calibrations = dict(calibrations or {})
-        self._methods: dict[str, JudgeMethod] = {}
-        self.method_object(self.method)   # an unknown name fails here, before any model is loaded
         self.model = model
         self.engine_options = engine_options
         self._llm = llm
+        self._identity: ModelIdentity | None = None
+        self.calibration_file, self.calibrations = judge_calibrations(
+            calibration, calibrations, self.identity() if calibration is not None else None, method)
+        self._methods: dict[str, JudgeMethod] = {}
+        self.method_object(self.method)   # an unknown name fails here, before any model is loaded
         self._builder: PromptBuilder | None = None
         self.name = f"embedded:{model or EMBEDDED_MODEL_NAME}"
         self.last_cut_tokens = 0  # evidence tokens truncated in the last judge() call
         # progress(judgments done, judgments in the batch, engine stats), called while a batch runs (CLI bar);
         # a first call with 0 done says that the model is loaded and judging starts
         self.progress: Any = None
+
+    def identity(self) -> ModelIdentity:
+        """The judge model's name and the sha256 of its weights, without loading it: the embedded default is the
+        pinned digest of its .gguf; another .gguf, or an HF folder's safetensors, is hashed once (remembered by
+        path, size and modification time, judge_engine.models.gguf.file_sha256)."""
+        if self._identity is None:
+            self._identity = embedded_identity(self.model, self._llm)
+        return self._identity
 
     def method_object(self, name: str) -> JudgeMethod:
         if name not in self._methods:
@@ -184,6 +200,37 @@ class EmbeddedJudge:
         scored = [ScoredPrompt(tuple(scores[j]), tuple(map(len, prompt.choices)), planned.rationale)
                   for j, prompt in zip(planned.jobs, planned.prompts)]
         return planned.method.verdict(planned.request.item, scored)
+
+
+def embedded_identity(model: str | None, llm: Any = None) -> ModelIdentity:
+    """ModelIdentity of the weights `model` names (None: the embedded default), or of those llm loaded."""
+    from pathlib import Path
+
+    from judge_engine.weights import EMBEDDED_GGUF_SHA256, resolve_model_path
+
+    if model is None and llm is None:   # the default: verified against this digest when it was installed
+        return ModelIdentity(EMBEDDED_MODEL_NAME, EMBEDDED_GGUF_SHA256)
+    path = Path(llm.model_path) if llm is not None else resolve_model_path(model)
+    if path.is_file():   # a .gguf (the engine converts it; the conversion is a function of the file)
+        from judge_engine.models.gguf import file_sha256
+
+        digest = file_sha256(path)
+        return ModelIdentity(EMBEDDED_MODEL_NAME if digest == EMBEDDED_GGUF_SHA256 else path.stem, digest)
+    return ModelIdentity(path.name, weights_sha256(path))
+
+
+def weights_sha256(folder: Any) -> str:
+    """An HF folder's weights: the sha256 of its one safetensors file, or for shards the sha256 of the lines
+    'NAME SHA256' of every shard, sorted by name."""
+    import hashlib
+
+    from judge_engine.models.gguf import file_sha256
+    from judge_engine.models.loader import safetensors_files
+
+    digests = [(file.name, file_sha256(file)) for file in safetensors_files(folder)]
+    if len(digests) == 1:
+        return digests[0][1]
+    return hashlib.sha256("".join(f"{name} {digest}\n" for name, digest in sorted(digests)).encode()).hexdigest()
 
 
 def max_model_len(llm: Any) -> int:

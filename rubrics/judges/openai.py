@@ -26,6 +26,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from rubrics.judges import prompts
+from rubrics.judges.calibration_file import CalibrationFileError, ModelIdentity, judge_calibrations
 from rubrics.judges.methods import DEFAULT_HTTP_METHOD, Calibration, JudgeMethod, PromptSpec, ScoredPrompt, \
     make_method, method_name_for
 from rubrics.judges.openai_http import JudgeHTTPError, RetryPolicy, get_json, post_json
@@ -64,13 +65,16 @@ class OpenAIJudge:
 
     concurrency bounds the requests in flight; timeout is each judge call's deadline in seconds, retries and
     backoff included; max_retries counts the retries after the first attempt (429, 5xx, connection errors).
-    method: the verdict method for items that name none (one a chat server can run); calibrations:
-    {method name: Calibration} replacing the methods' fitted defaults.
+    method: the verdict method for items that name none (one a chat server can run); calibration: a calibration
+    file (path or CalibrationFile, rubrics/judges/calibration_file.py), refused when made for another model (the
+    served model's name: a server does not say its weights' hash), prompt layout or (method given) method; without
+    model= the name is checked once the server has named its model, and a mismatch makes every verdict an error.
+    calibrations: {method name: Calibration} replacing the methods' fitted defaults (and the file's entries).
     """
 
     def __init__(self, base_url: str, model: str | None = None, api_key: str | None = None, *, concurrency: int = 16,
                  timeout: float = 120.0, max_retries: int = 4, top_logprobs: int = TOP_LOGPROBS,
-                 seed: int | None = 0, method: str | None = None,
+                 seed: int | None = 0, method: str | None = None, calibration: Any = None,
                  calibrations: dict[str, Calibration] | None = None):
         if concurrency < 1:
             raise ValueError(f"concurrency: expected an integer >= 1, got {concurrency!r}")
@@ -88,13 +92,18 @@ class OpenAIJudge:
         self.top_logprobs = top_logprobs
         self.seed = seed
         self.method = method or DEFAULT_HTTP_METHOD
-        self.calibrations = dict(calibrations or {})
+        self.calibration_file, self.calibrations = judge_calibrations(
+            calibration, calibrations, self.identity() if model is not None else None, method)
         self._methods: dict[str, JudgeMethod] = {}
         if not self.method_object(self.method).over_http:
             raise ValueError(f"method: {self.method!r} needs prompt log-probabilities, which OpenAI-compatible chat "
                              "servers do not return")
         key = api_key or api_key_from_environment()
         self._headers = {"Authorization": f"Bearer {key}"} if key else {}
+
+    def identity(self) -> ModelIdentity | None:
+        """The served model's name (no weights hash: a server does not say it); None until it is known."""
+        return ModelIdentity(self.model, None) if self.model is not None else None
 
     def method_object(self, name: str) -> JudgeMethod:
         if name not in self._methods:
@@ -115,7 +124,13 @@ class OpenAIJudge:
             if self.model is None:
                 try:
                     await self._discover_model(client)
-                except (JudgeHTTPError, JudgeAnswerError) as exc:
+                    if self.calibration_file is not None:   # the model's name is known only now
+                        try:
+                            self.calibration_file.check(self.identity())
+                        except CalibrationFileError:
+                            self.model, self.name = None, "openai:served-model"   # checked again next call
+                            raise
+                except (JudgeHTTPError, JudgeAnswerError, CalibrationFileError) as exc:
                     return [Verdict(met=None, probability=None, error=str(exc)) for _ in requests]
             gate = asyncio.Semaphore(self.concurrency)
             return list(await asyncio.gather(*(self._judge_one(client, gate, r) for r in requests)))

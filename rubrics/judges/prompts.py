@@ -22,6 +22,13 @@ from typing import Any
 
 from rubrics.judges.protocol import JudgeContext
 
+# The prompt layout's version, recorded in calibration files (rubrics/judges/calibration_file.py): a calibration
+# maps the raw scores of these exact prompts. Change it whenever the prompts a judge sends change: the segments
+# here, a method's instructions, item segment, answer cue or choices (rubrics/judges/methods/), the chat
+# template's use (prompt_ids.py). Files made under another version are then refused instead of silently
+# miscalibrating. tests/rubrics/test_calibration_file.py pins a fingerprint of the prompts to this version.
+PROMPT_LAYOUT_VERSION = "2026-11-30.1"
+
 # What stands in for every evidence block in a content-free prompt (a method's baseline).
 CONTENT_FREE_EVIDENCE = "N/A"
 

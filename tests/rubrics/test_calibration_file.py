@@ -1,0 +1,287 @@
+"""Calibration files: the format, refusals of files made for another judge (in the library and as `rubric grade`
+usage errors, no model needed), the prompt-layout version pinned to the prompts, and the real path:
+`rubric judge-eval --fit-calibration --write` then `rubric grade --calibration` on the embedded model."""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from judge_models import LABELS_DIR, REPO
+from rubrics.judges.calibration_file import CalibrationFile, CalibrationFileError, ModelIdentity, \
+    calibration_from_dict, load_calibration_file, rubric_calibration_path
+from rubrics.judges.methods import METHOD_CLASSES, Calibration
+from rubrics.judges.prompts import PROMPT_LAYOUT_VERSION
+
+SMOL = ModelIdentity("SmolLM2-135M-Instruct", "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53")
+REFUNDS = LABELS_DIR / "support-refunds"
+REFUNDS_RUBRIC = REFUNDS / "rubric.yaml"
+REFUNDS_01 = REFUNDS / "trajectories" / "support-refunds-01.json"
+
+
+def content(**changes) -> dict:
+    data = {"format": 1, "judge_model": SMOL.to_dict(), "prompt_layout": PROMPT_LAYOUT_VERSION,
+            "calibrations": {"statement": {"scale": 0.9, "offset": 1.5}}}
+    data.update(changes)
+    return data
+
+
+def write(path: Path, data) -> Path:
+    path.write_text(data if isinstance(data, str) else json.dumps(data))
+    return path
+
+
+def rubric(*args, cwd=REPO):
+    return subprocess.run([sys.executable, "-m", "rubrics.cli.main", *map(str, args)], capture_output=True,
+                          text=True, cwd=cwd, timeout=600)
+
+
+# ----------------------------------------------------------------------------------------------- the format
+
+def test_a_written_file_reads_back_the_same(tmp_path):
+    made = CalibrationFile(SMOL, {"statement": Calibration(0.9, 1.5), "likelihood": Calibration(1.0, -0.25)})
+    made.write(tmp_path / "c.json")
+    data = json.loads((tmp_path / "c.json").read_text())
+    assert data == {"format": 1, "judge_model": SMOL.to_dict(), "prompt_layout": PROMPT_LAYOUT_VERSION,
+                    "calibrations": {"likelihood": {"scale": 1.0, "offset": -0.25},
+                                     "statement": {"scale": 0.9, "offset": 1.5}}}
+    loaded = load_calibration_file(tmp_path / "c.json")
+    assert loaded == made and loaded.path == str(tmp_path / "c.json")
+
+
+@pytest.mark.parametrize("data, field", [
+    ("{not json", "not JSON"),
+    ([1, 2], "(top level)"),
+    (content(format=2), "format"),
+    (content(judge_model={"weights_sha256": None}), "judge_model.name"),
+    (content(judge_model={"name": "m", "weights_sha256": "abc"}), "judge_model.weights_sha256"),
+    (content(prompt_layout=3), "prompt_layout"),
+    (content(calibrations={}), "calibrations"),
+    (content(calibrations={"vibes": {"scale": 1, "offset": 0}}), "calibrations.vibes"),
+    (content(calibrations={"statement": {"scale": 1}}), "calibrations.statement"),
+    (content(calibrations={"statement": {"scale": "1", "offset": 0}}), "calibrations.statement.scale"),
+    (content(calibrations={"statement": {"scale": 1, "offset": float("nan")}}), "calibrations.statement.offset"),
+    (content(per_item={}), "per_item"),
+])
+def test_a_malformed_file_names_its_path_and_the_field(tmp_path, data, field):
+    path = write(tmp_path / "bad.json", data)
+    with pytest.raises(CalibrationFileError) as error:
+        load_calibration_file(path)
+    assert str(error.value).startswith(f"{path}: {field}")
+
+
+def test_the_rubric_path_is_relative_to_the_rubric_file(tmp_path):
+    from rubrics.loading import load_rubric
+
+    source = REFUNDS_RUBRIC.read_text().replace("judge:\n", "judge:\n  calibration: cal/statement.json\n", 1)
+    (tmp_path / "r").mkdir()
+    loaded = load_rubric(write(tmp_path / "r" / "rubric.yaml", source))
+    assert rubric_calibration_path(loaded) == tmp_path / "r" / "cal" / "statement.json"
+    assert rubric_calibration_path(load_rubric(REFUNDS_RUBRIC)) is None
+
+
+# ------------------------------------------------------------------------------- refusals, in the library
+
+def test_the_embedded_judge_takes_a_path_or_a_loaded_file(tmp_path):
+    from rubrics.judges.embedded import EmbeddedJudge
+
+    path = write(tmp_path / "c.json", content())
+    for given in (path, str(path), load_calibration_file(path)):
+        judge = EmbeddedJudge(calibration=given)
+        assert judge.method_object("statement").calibration == Calibration(0.9, 1.5)
+        # a method the file has no entry for keeps its built-in calibration
+        assert judge.method_object("likelihood").calibration == METHOD_CLASSES["likelihood"].default_calibration
+    explicit = EmbeddedJudge(calibration=path, calibrations={"statement": Calibration(2.0, 0.0)})
+    assert explicit.method_object("statement").calibration == Calibration(2.0, 0.0)
+
+
+@pytest.mark.parametrize("changes, field, expected, found", [
+    ({"judge_model": {"name": "Qwen3-8B", "weights_sha256": None}}, "judge_model.name", SMOL.name, "Qwen3-8B"),
+    ({"judge_model": {"name": SMOL.name, "weights_sha256": "0" * 64}}, "judge_model.weights_sha256",
+     SMOL.weights_sha256, "0" * 64),
+    ({"prompt_layout": "2020-01-01.1"}, "prompt_layout", PROMPT_LAYOUT_VERSION, "2020-01-01.1"),
+])
+def test_a_file_for_another_model_or_layout_is_refused(tmp_path, changes, field, expected, found):
+    from rubrics.judges.embedded import EmbeddedJudge
+
+    path = write(tmp_path / "c.json", content(**changes))
+    with pytest.raises(CalibrationFileError) as error:
+        EmbeddedJudge(calibration=path)
+    assert str(error.value).startswith(f"{path}: {field}: expected {expected!r} (the judge's), found {found!r}")
+
+
+def test_a_judge_method_the_file_has_no_entry_for_is_refused(tmp_path):
+    from rubrics.judges.embedded import EmbeddedJudge
+
+    path = write(tmp_path / "c.json", content())
+    with pytest.raises(CalibrationFileError, match=r"calibrations: expected an entry for 'likelihood'.*found "
+                                                   r"'statement'"):
+        EmbeddedJudge(method="likelihood", calibration=path)
+
+
+def test_a_file_for_the_embedded_default_fits_the_same_weights_loaded_from_their_gguf():
+    from judge_engine.weights import resolve_model_path
+    from rubrics.judges.embedded import embedded_identity
+
+    assert embedded_identity(None) == SMOL == embedded_identity(str(resolve_model_path(None)))
+
+
+def test_the_openai_judge_checks_the_served_models_name(tmp_path):
+    from rubrics.judges.openai import OpenAIJudge
+
+    data = content(judge_model={"name": "Qwen/Qwen3-8B", "weights_sha256": None},
+                   calibrations={"choice": {"scale": 1.1, "offset": 0.2}})
+    path = write(tmp_path / "c.json", data)
+    judge = OpenAIJudge("http://127.0.0.1:9/v1", model="Qwen/Qwen3-8B", calibration=path)
+    assert judge.identity() == ModelIdentity("Qwen/Qwen3-8B", None)
+    assert judge.method_object("choice").calibration == Calibration(1.1, 0.2)
+    with pytest.raises(CalibrationFileError, match="judge_model.name: expected 'other'"):
+        OpenAIJudge("http://127.0.0.1:9/v1", model="other", calibration=path)
+    # an embedded file (with a weights hash) serves the same model behind `rubric serve`: only the name is compared
+    assert OpenAIJudge("http://127.0.0.1:9/v1", model=SMOL.name,
+                       calibration=calibration_from_dict(content(calibrations={"choice": {"scale": 1, "offset": 0}}))
+                       ).calibration_file.judge_model == SMOL
+
+
+def test_score_without_a_judge_uses_the_rubrics_calibration(tmp_path):
+    from rubrics.compiler import compile_rubric
+    from rubrics.loading import load_rubric
+    from rubrics.scoring import resolve_judge
+
+    write(tmp_path / "c.json", content())
+    source = REFUNDS_RUBRIC.read_text().replace("judge:\n", "judge:\n  calibration: c.json\n", 1)
+    plan = compile_rubric(load_rubric(write(tmp_path / "rubric.yaml", source)))
+    judge = resolve_judge(None, plan)   # builds the judge, loads no model
+    assert judge.calibration_file.path == str(tmp_path / "c.json")
+    assert judge.method_object("statement").calibration == Calibration(0.9, 1.5)
+
+
+# -------------------------------------------------------------------- refusals, as usage errors of the CLI
+
+def refused(done, *expected: str) -> None:
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr and "rubric grade: error:" in done.stderr
+    for text in expected:
+        assert text in done.stderr
+
+
+def test_grade_refuses_a_file_for_another_model_layout_or_method_or_a_malformed_one(tmp_path):
+    cases = {
+        "model.json": (content(judge_model={"name": "Qwen3-8B", "weights_sha256": None}), "judge_model.name"),
+        "layout.json": (content(prompt_layout="2020-01-01.1"), "prompt_layout: expected"),
+        "method.json": (content(calibrations={"likelihood": {"scale": 1, "offset": 0}}),
+                        "calibrations: expected an entry for 'statement'"),
+        "broken.json": (content(calibrations={"statement": {"scale": "x", "offset": 0}}),
+                        "calibrations.statement.scale"),
+    }
+    for name, (data, field) in cases.items():
+        path = write(tmp_path / name, data)
+        refused(rubric("grade", REFUNDS_RUBRIC, REFUNDS_01, "--calibration", path), f"{path}: {field}")
+    refused(rubric("grade", REFUNDS_RUBRIC, REFUNDS_01, "--calibration", tmp_path / "missing.json"),
+            f"{tmp_path / 'missing.json'}: cannot read")
+
+
+def test_grade_takes_the_option_over_the_rubrics_file(tmp_path):
+    (tmp_path / "cal").mkdir()
+    write(tmp_path / "cal" / "rubric-own.json", content(format=7))
+    source = REFUNDS_RUBRIC.read_text().replace("judge:\n", "judge:\n  calibration: cal/rubric-own.json\n", 1)
+    graded = write(tmp_path / "rubric.yaml", source)
+    refused(rubric("grade", graded, REFUNDS_01), f"{tmp_path / 'cal' / 'rubric-own.json'}: format")
+    option = write(tmp_path / "option.json", content(prompt_layout="old"))
+    done = rubric("grade", graded, REFUNDS_01, "--calibration", option)
+    refused(done, f"{option}: prompt_layout")
+    assert "rubric-own.json" not in done.stderr
+
+
+def test_judge_eval_write_needs_fit_calibration(tmp_path):
+    done = rubric("judge-eval", REFUNDS / "labels.jsonl", "--rubric", REFUNDS_RUBRIC, "--write", tmp_path / "c.json")
+    assert done.returncode == 2 and "--write needs --fit-calibration" in done.stderr
+
+
+def test_judge_eval_write_keeps_other_methods_of_the_same_judge(tmp_path):
+    from rubrics.cli.judge_eval import write_calibration
+
+    class Judge:
+        def identity(self):
+            return SMOL
+
+    path = write(tmp_path / "c.json", content(calibrations={"likelihood": {"scale": 2, "offset": 1}}))
+    write_calibration(str(path), Judge(), {"statement": Calibration(0.5, 0.25)})
+    assert load_calibration_file(path).calibrations == {"likelihood": Calibration(2.0, 1.0),
+                                                        "statement": Calibration(0.5, 0.25)}
+    write(path, content(prompt_layout="old", calibrations={"likelihood": {"scale": 2, "offset": 1}}))
+    write_calibration(str(path), Judge(), {"statement": Calibration(0.5, 0.25)})   # another layout: replaced
+    assert load_calibration_file(path).calibrations == {"statement": Calibration(0.5, 0.25)}
+
+
+# ------------------------------------------------------------------------------ the prompt-layout version
+
+# PROMPT_LAYOUT_VERSION -> fingerprint of every method's prompts for one item. When the prompts change, this test
+# fails: bump PROMPT_LAYOUT_VERSION (rubrics/judges/prompts.py) and record the new fingerprint under it.
+LAYOUT_FINGERPRINTS = {
+    "2026-11-30.1": "b1ccbefa4d69400cbe0207f34d2d5b32777d5f5cabea70ac6af8f6543746e720",
+}
+
+
+def layout_fingerprint() -> str:
+    from rubrics.judges.prompts import chat_messages
+    from rubrics.judges.protocol import EvidenceBlock, JudgeContext, JudgeExample, JudgeItem
+
+    context = JudgeContext("t", "Refund the order.", "Order total $97.49.",
+                           (EvidenceBlock("final_answer", "Refunded $97.49."),))
+    lines = []
+    for mode in ("direct", "reasoned"):
+        for penalty in (False, True):
+            item = JudgeItem(id="refund", kind="criterion", points=-2 if penalty else 2, criterion="refunds $97.49",
+                             penalty=penalty, examples=(JudgeExample("Refunded.", True),), threshold=0.5,
+                             method=None, mode=mode, max_tokens=64)
+            for cls in METHOD_CLASSES.values():
+                for spec in cls().prompts(item):
+                    lines.append(repr(spec))
+                    lines.append(json.dumps(chat_messages(context, spec.instructions, spec.item,
+                                                          content_free=spec.content_free)))
+    return hashlib.sha256("\n".join(lines).encode()).hexdigest()
+
+
+def test_the_prompt_layout_version_changes_with_the_prompts():
+    assert LAYOUT_FINGERPRINTS.get(PROMPT_LAYOUT_VERSION) == layout_fingerprint(), (
+        "the judge prompts changed: bump PROMPT_LAYOUT_VERSION in rubrics/judges/prompts.py and record "
+        f"{layout_fingerprint()} for it in LAYOUT_FINGERPRINTS")
+
+
+# ---------------------------------------------------------------------------------------------- the real path
+
+@pytest.mark.slow
+def test_judge_eval_writes_a_file_that_grade_applies(tmp_path):
+    """The real commands on the embedded model: fit on six labels, write, then grade one trajectory with the file
+    and with an identity-calibrated file of the same judge; the probabilities are sigmoid(scale * raw + offset)."""
+    rows = [json.loads(line) for line in (REFUNDS / "labels.jsonl").read_text().splitlines()[:6]]
+    for row in rows:   # the copy lives elsewhere: trajectory paths made absolute
+        row["trajectory"] = str(REFUNDS / row["trajectory"])
+    labels = write(tmp_path / "labels.jsonl", "".join(json.dumps(row) + "\n" for row in rows))
+    written = tmp_path / "calibration.json"
+    done = rubric("judge-eval", labels, "--rubric", REFUNDS_RUBRIC, "--method", "statement", "--fit-calibration",
+                  "--write", written, "--format", "json")
+    assert done.returncode == 0, done.stderr
+    fitted = json.loads(done.stdout)["calibration"]["statement"]
+    data = json.loads(written.read_text())
+    assert data == {"format": 1, "judge_model": SMOL.to_dict(), "prompt_layout": PROMPT_LAYOUT_VERSION,
+                    "calibrations": {"statement": fitted}}
+    identity = write(tmp_path / "identity.json", {**data, "calibrations": {"statement": {"scale": 1, "offset": 0}}})
+
+    def probabilities(calibration: Path) -> dict[str, float]:
+        graded = rubric("grade", REFUNDS_RUBRIC, REFUNDS_01, "--calibration", calibration, "--format", "json")
+        assert graded.returncode == 0, graded.stderr
+        [result] = json.loads(graded.stdout)
+        return {item["id"]: item["probability"] for item in result["items"] if item["probability"] is not None}
+
+    calibrated, raw = probabilities(written), probabilities(identity)
+    assert set(calibrated) == set(raw) and len(raw) == 6
+    for item, p in raw.items():
+        expected = 1 / (1 + math.exp(-(fitted["scale"] * math.log(p / (1 - p)) + fitted["offset"])))
+        assert calibrated[item] == pytest.approx(expected, rel=1e-9, abs=1e-12), item
