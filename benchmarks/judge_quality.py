@@ -55,7 +55,7 @@ def summarise(method: str, llm) -> dict:
     from rubrics import judge_eval as je
 
     judged = judge_all(method, llm)
-    report = je.domain_report({method: judged})
+    report = je.domain_report(method, judged)
     report["as_shipped"] = je.summary(je.as_shipped(judged, method))
     return report
 

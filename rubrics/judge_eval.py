@@ -276,41 +276,14 @@ def calibrate(judged: Sequence[Judged]) -> tuple[list[Judged], Calibration]:
     return recalibrated(judged, fit), fit
 
 
-Members = dict[str, Sequence[Judged]]   # method name -> its judgments (identity calibration), the same labels
-
-
-def combined(members: Members, fits: dict[str, Calibration]) -> list[Judged]:
-    """The judgments with probability sigmoid(mean over methods of scale * raw + offset): one method's calibrated
-    verdicts, or the mean of several methods' calibrated logits. A judge error in any method is an error."""
-    from rubrics.judges.logistic import logit, sigmoid
-
-    rows = list(zip(*members.values()))
-    out = []
-    for row in rows:
-        if any(j.probability is None for j in row):
-            out.append(replace(row[0], probability=None))
-            continue
-        logits = [fits[name].scale * logit(j.probability) + fits[name].offset for name, j in zip(members, row)]
-        out.append(replace(row[0], probability=sigmoid(sum(logits) / len(logits))))
-    return out
-
-
-def leave_one_domain_out(members: Members) -> tuple[list[Judged], dict[str, dict[str, Calibration]]]:
-    """Each domain's judgments calibrated with fits on every other domain: what a rubric from a domain the
-    calibration never saw gets. Returns the judgments (in input order) and each held-out domain's fits."""
-    first = next(iter(members.values()))
-    domains = list(dict.fromkeys(j.label.domain for j in first))
+def leave_one_domain_out(judged: Sequence[Judged]) -> tuple[list[Judged], dict[str, Calibration]]:
+    """Each domain's judgments recalibrated with a fit on every other domain: what a rubric from a domain the
+    calibration never saw gets. Returns the judgments (in input order) and each held-out domain's fit."""
+    domains = list(dict.fromkeys(j.label.domain for j in judged))
     if len(domains) < 2:
         raise ValueError(f"cross-validation by domain needs labels from 2 domains or more, got {domains}")
-    fits = {domain: {name: fit_calibration([j for j in judged if j.label.domain != domain])
-                     for name, judged in members.items()} for domain in domains}
-    out = [None] * len(first)
-    for domain in domains:
-        rows = [i for i, j in enumerate(first) if j.label.domain == domain]
-        held_out = combined({name: [judged[i] for i in rows] for name, judged in members.items()}, fits[domain])
-        for i, j in zip(rows, held_out):
-            out[i] = j
-    return out, fits
+    fits = {domain: fit_calibration([j for j in judged if j.label.domain != domain]) for domain in domains}
+    return [recalibrated([j], fits[j.label.domain])[0] for j in judged], fits
 
 
 def by_difficulty(judged: Sequence[Judged]) -> dict[str, Agreement]:
@@ -351,21 +324,18 @@ def as_shipped(judged: Sequence[Judged], method: str) -> list[Judged]:
     return recalibrated(judged, METHOD_CLASSES[method].default_calibration)
 
 
-def domain_report(members: Members) -> dict[str, Any]:
-    """`judge-eval --cross-validate domain`: calibrations fitted in-sample (all domains) and leaving each domain
-    out, with agreement by difficulty, per held-out domain, and the same-item pair ranking. members: one method's
-    judgments, or several methods' (the mean of their calibrated logits, each method fitted per fold)."""
+def domain_report(method: str, judged: Sequence[Judged]) -> dict[str, Any]:
+    """`judge-eval --cross-validate domain`: the method's calibration fitted in-sample (all domains) and leaving each
+    domain out, with agreement by difficulty, per held-out domain, and the same-item pair ranking."""
     from dataclasses import asdict
 
-    fits = {name: fit_calibration(judged) for name, judged in members.items()}
-    in_sample = combined(members, fits)
-    held_out, fold_fits = leave_one_domain_out(members)
-
-    return {"in_sample": {**summary(in_sample), "fits": {name: asdict(fit) for name, fit in fits.items()}},
+    in_sample, fit = calibrate(judged)
+    held_out, fold_fits = leave_one_domain_out(judged)
+    return {"in_sample": {**summary(in_sample), "fits": {method: asdict(fit)}},
             "leave_one_domain_out": {**summary(held_out), "per_domain": {
                 domain: {**summary([j for j in held_out if j.label.domain == domain]),
-                         "fits": {name: asdict(fit) for name, fit in fold_fits[domain].items()}}
-                for domain in fold_fits}}}
+                         "fits": {method: asdict(domain_fit)}}
+                for domain, domain_fit in fold_fits.items()}}}
 
 
 def report_dict(report: EvalReport) -> dict[str, Any]:

@@ -95,20 +95,19 @@ def run(args) -> int:
         return 1
     for line in skipped:
         print(f"warning: {line}", file=sys.stderr)
-    members = {args.method: judged}
     output = {"judge": getattr(judge, "name", "?"), "labels": len(judged)}
     if args.cross_validate:
         try:
-            output["cross_validation"] = je.domain_report(members)
+            output["cross_validation"] = je.domain_report(args.method, judged)
         except ValueError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1
         judged = je.as_shipped(judged, args.method)   # the per-item report below shows the judge as it ships
         output["as_shipped"] = je.summary(judged)
     elif args.fit_calibration:
-        fits = {name: je.fit_calibration(part) for name, part in members.items()}
-        judged = je.combined(members, fits)
-        output["calibration"] = {name: {"scale": fit.scale, "offset": fit.offset} for name, fit in fits.items()}
+        judged, fit = je.calibrate(judged)
+        fits = {args.method: fit}
+        output["calibration"] = {args.method: {"scale": fit.scale, "offset": fit.offset}}
         if args.write:
             try:
                 output["calibration_file"] = write_calibration(args.write, judge, fits)

@@ -26,11 +26,11 @@ JUDGED = [made_up("a", "x", True, 2.0, number=1), made_up("a", "x", False, -1.0,
 
 
 def test_each_domain_is_calibrated_on_the_other_domains_only():
-    held_out, fits = je.leave_one_domain_out({"m": JUDGED})
+    held_out, fits = je.leave_one_domain_out(JUDGED)
     for j, out in zip(JUDGED, held_out):
         others = [k for k in JUDGED if k.label.domain != j.label.domain]
         scale, offset = fit_logistic([logit(k.probability) for k in others], [k.label.met for k in others])
-        fit = fits[j.label.domain]["m"]
+        fit = fits[j.label.domain]
         assert (fit.scale, fit.offset) == pytest.approx((scale, offset))
         assert out.probability == pytest.approx(sigmoid(scale * logit(j.probability) + offset))
         assert out.label == j.label
@@ -38,7 +38,7 @@ def test_each_domain_is_calibrated_on_the_other_domains_only():
 
 def test_one_domain_is_refused():
     with pytest.raises(ValueError, match="2 domains or more"):
-        je.leave_one_domain_out({"m": [j for j in JUDGED if j.label.domain == "a"]})
+        je.leave_one_domain_out([j for j in JUDGED if j.label.domain == "a"])
 
 
 def test_pairs_are_same_item_same_domain_clear_labels_met_above_unmet():
