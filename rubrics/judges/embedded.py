@@ -13,9 +13,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from rubrics.judges.calibration_file import ModelIdentity
-from rubrics.judges.methods import DEFAULT_METHOD, Calibration, JudgeMethod, PromptSpec, Reasoning, ScoredPrompt, \
-    make_method, method_name_for
+from rubrics.judges.calibration_file import ModelIdentity, judge_calibrations
+from rubrics.judges.methods import DEFAULT_METHOD, Calibration, JudgeMethod, JudgeMethods, PromptSpec, Reasoning, \
+    ScoredPrompt
 from rubrics.judges.prompt_ids import BuiltPrompt, PromptBuilder, PromptError, PromptRequest
 from rubrics.judges.protocol import JudgeRequest, Verdict
 
@@ -58,17 +58,15 @@ class EmbeddedJudge:
 
     def __init__(self, model: str | None = None, *, method: str | None = None, calibration: Any = None,
                  calibrations: Mapping[str, Calibration] | None = None, llm: Any = None, **engine_options: Any):
-        from rubrics.judges.calibration_file import judge_calibrations
-
         self.method = method or DEFAULT_METHOD
         self.model = model
         self.engine_options = engine_options
         self._llm = llm
         self._identity: ModelIdentity | None = None
-        self.calibration_file, self.calibrations = judge_calibrations(
+        self.calibration_file, chosen = judge_calibrations(
             calibration, calibrations, self.identity() if calibration is not None else None, method)
-        self._methods: dict[str, JudgeMethod] = {}
-        self.method_object(self.method)   # an unknown name fails here, before any model is loaded
+        self.methods = JudgeMethods(chosen)
+        self.methods.named(self.method)   # an unknown name fails here, before any model is loaded
         self._builder: PromptBuilder | None = None
         self.name = f"embedded:{model or EMBEDDED_MODEL_NAME}"
         self.last_cut_tokens = 0  # evidence tokens truncated in the last judge() call
@@ -83,11 +81,6 @@ class EmbeddedJudge:
         if self._identity is None:
             self._identity = embedded_identity(self.model, self._llm)
         return self._identity
-
-    def method_object(self, name: str) -> JudgeMethod:
-        if name not in self._methods:
-            self._methods[name] = make_method(name, self.calibrations)
-        return self._methods[name]
 
     @property
     def llm(self) -> Any:
@@ -121,9 +114,9 @@ class EmbeddedJudge:
 
     def _plan(self, request: JudgeRequest) -> PlannedRequest:
         try:
-            method = self.method_object(method_name_for(request.item, self.method))
+            method = self.methods.for_item(request.item, self.method)
         except ValueError as exc:   # a request naming no registered method: its own error, not the batch's
-            return PlannedRequest(request, self.method_object(self.method), [], error=str(exc))
+            return PlannedRequest(request, self.methods.named(self.method), [], error=str(exc))
         return PlannedRequest(request, method, method.prompts(request.item))
 
     def judge(self, requests: Sequence[JudgeRequest]) -> list[Verdict]:

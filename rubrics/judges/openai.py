@@ -18,8 +18,8 @@ import asyncio
 import math
 import os
 import threading
-from dataclasses import dataclass
 from collections.abc import Coroutine, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -27,8 +27,8 @@ import httpx
 
 from rubrics.judges import prompts
 from rubrics.judges.calibration_file import CalibrationFileError, ModelIdentity, judge_calibrations
-from rubrics.judges.methods import DEFAULT_HTTP_METHOD, Calibration, JudgeMethod, PromptSpec, ScoredPrompt, \
-    make_method, method_name_for
+from rubrics.judges.methods import DEFAULT_HTTP_METHOD, Calibration, JudgeMethod, JudgeMethods, PromptSpec, \
+    ScoredPrompt
 from rubrics.judges.openai_http import JudgeHTTPError, RetryPolicy, get_json, post_json
 from rubrics.judges.protocol import JudgeItem, JudgeRequest, Verdict
 
@@ -92,10 +92,10 @@ class OpenAIJudge:
         self.top_logprobs = top_logprobs
         self.seed = seed
         self.method = method or DEFAULT_HTTP_METHOD
-        self.calibration_file, self.calibrations = judge_calibrations(
+        self.calibration_file, chosen = judge_calibrations(
             calibration, calibrations, self.identity() if model is not None else None, method)
-        self._methods: dict[str, JudgeMethod] = {}
-        if not self.method_object(self.method).over_http:
+        self.methods = JudgeMethods(chosen)
+        if not self.methods.named(self.method).over_http:
             raise ValueError(f"method: {self.method!r} needs prompt log-probabilities, which OpenAI-compatible chat "
                              "servers do not return")
         key = api_key or api_key_from_environment()
@@ -104,11 +104,6 @@ class OpenAIJudge:
     def identity(self) -> ModelIdentity | None:
         """The served model's name (no weights hash: a server does not say it); None until it is known."""
         return ModelIdentity(self.model, None) if self.model is not None else None
-
-    def method_object(self, name: str) -> JudgeMethod:
-        if name not in self._methods:
-            self._methods[name] = make_method(name, self.calibrations)
-        return self._methods[name]
 
     # ---------------------------------------------------------------- public
 
@@ -151,7 +146,7 @@ class OpenAIJudge:
                          request: JudgeRequest) -> Verdict:
         item = request.item
         try:
-            method = self.method_object(method_name_for(item, self.method))
+            method = self.methods.for_item(item, self.method)
         except ValueError as exc:   # a request naming no registered method: its own error, not the batch's
             return Verdict(met=None, probability=None, error=str(exc))
         if not method.over_http:
@@ -171,9 +166,8 @@ class OpenAIJudge:
             return Verdict(met=None, probability=None, error=f"judge call failed: {type(exc).__name__}: {exc}")
 
     async def _score_spec(self, client: httpx.AsyncClient, request: JudgeRequest,
-                          spec: PromptSpec) -> ScoredPrompt | str | None:
-        """The answers' log-probabilities for one of the method's prompts; without them, the answer's text (a
-        str) or None."""
+                          spec: PromptSpec) -> ScoredPrompt | AnswerText:
+        """The answers' log-probabilities for one of the method's prompts; without them, the answer's text."""
         messages = prompts.chat_messages(request.context, spec.instructions, spec.item, content_free=spec.content_free)
         rationale = None
         if spec.reasoning is not None:

@@ -93,11 +93,11 @@ def test_the_embedded_judge_takes_a_path_or_a_loaded_file(tmp_path):
     path = write(tmp_path / "c.json", content())
     for given in (path, str(path), load_calibration_file(path)):
         judge = EmbeddedJudge(calibration=given)
-        assert judge.method_object("statement").calibration == Calibration(0.9, 1.5)
+        assert judge.methods.named("statement").calibration == Calibration(0.9, 1.5)
         # a method the file has no entry for keeps its built-in calibration
-        assert judge.method_object("likelihood").calibration == METHOD_CLASSES["likelihood"].default_calibration
+        assert judge.methods.named("likelihood").calibration == METHOD_CLASSES["likelihood"].default_calibration
     explicit = EmbeddedJudge(calibration=path, calibrations={"statement": Calibration(2.0, 0.0)})
-    assert explicit.method_object("statement").calibration == Calibration(2.0, 0.0)
+    assert explicit.methods.named("statement").calibration == Calibration(2.0, 0.0)
 
 
 @pytest.mark.parametrize("changes, field, expected, found", [
@@ -139,7 +139,7 @@ def test_the_openai_judge_checks_the_served_models_name(tmp_path):
     path = write(tmp_path / "c.json", data)
     judge = OpenAIJudge("http://127.0.0.1:9/v1", model="Qwen/Qwen3-8B", calibration=path)
     assert judge.identity() == ModelIdentity("Qwen/Qwen3-8B", None)
-    assert judge.method_object("choice").calibration == Calibration(1.1, 0.2)
+    assert judge.methods.named("choice").calibration == Calibration(1.1, 0.2)
     with pytest.raises(CalibrationFileError, match="judge_model.name: expected 'other'"):
         OpenAIJudge("http://127.0.0.1:9/v1", model="other", calibration=path)
     # an embedded file (with a weights hash) serves the same model behind `rubric serve`: only the name is compared
@@ -158,7 +158,7 @@ def test_score_without_a_judge_uses_the_rubrics_calibration(tmp_path):
     plan = compile_rubric(load_rubric(write(tmp_path / "rubric.yaml", source)))
     judge = resolve_judge(None, plan)   # builds the judge, loads no model
     assert judge.calibration_file.path == str(tmp_path / "c.json")
-    assert judge.method_object("statement").calibration == Calibration(0.9, 1.5)
+    assert judge.methods.named("statement").calibration == Calibration(0.9, 1.5)
 
 
 # -------------------------------------------------------------------- refusals, as usage errors of the CLI

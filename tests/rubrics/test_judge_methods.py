@@ -111,7 +111,7 @@ def test_the_openai_judge_refuses_a_method_a_chat_server_cannot_run(name):
 def test_the_openai_judge_accepts_a_method_a_chat_server_can_run(name):
     judge = OpenAIJudge(base_url="http://127.0.0.1:9/v1", model="m", method=name,
                         calibrations={name: IDENTITY})
-    assert judge.method == name and judge.method_object(name).calibration == IDENTITY
+    assert judge.method == name and judge.methods.named(name).calibration == IDENTITY
 
 
 @pytest.mark.parametrize("name", LOCAL_ONLY)

@@ -38,6 +38,23 @@ def make_method(name: str, calibrations: Mapping[str, Calibration] | None = None
     return cls.with_calibrations(calibrations or {})
 
 
+class JudgeMethods:
+    """The methods one judge runs, each made once with that judge's calibrations {method name: Calibration}."""
+
+    def __init__(self, calibrations: Mapping[str, Calibration] | None = None):
+        self.calibrations = dict(calibrations or {})
+        self._made: dict[str, JudgeMethod] = {}
+
+    def named(self, name: str) -> JudgeMethod:
+        """ValueError for a name the registry does not know."""
+        if name not in self._made:
+            self._made[name] = make_method(name, self.calibrations)
+        return self._made[name]
+
+    def for_item(self, item, default: str) -> JudgeMethod:
+        return self.named(method_name_for(item, default))
+
+
 def method_name_for(item, default: str) -> str:
     """The method that judges an item: reasoned mode's, else the item's own, else the judge's default."""
     if item.mode == "reasoned":
@@ -46,5 +63,5 @@ def method_name_for(item, default: str) -> str:
 
 
 __all__ = ["Calibration", "IDENTITY", "JudgeMethod", "PromptSpec", "Reasoning", "ScoredPrompt", "METHOD_CLASSES",
-           "METHOD_NAMES", "DEFAULT_METHOD", "DEFAULT_HTTP_METHOD", "REASONING_METHOD", "make_method",
+           "METHOD_NAMES", "DEFAULT_METHOD", "DEFAULT_HTTP_METHOD", "REASONING_METHOD", "JudgeMethods", "make_method",
            "method_name_for"]
