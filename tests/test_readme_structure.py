@@ -38,7 +38,7 @@ USER_SECTIONS = [
     "Development",
 ]
 DOC_PAGES = ["README.md", "architecture.md", "judge-prompts.md", "engine.md", "engine-design.md", "kernels.md",
-             "benchmarks.md", "lint-codes.md", "judge-quality.md"]
+             "benchmarks.md", "lint-codes.md", "judge-quality.md", "delivery.md"]
 # What a user must find in the section where they would look for it.
 PLACED = {
     "### Determinism: what is guaranteed on which hardware": "Judges, and how far to trust them",

@@ -12,6 +12,11 @@ def register(subparsers) -> None:
     parser.add_argument("--calibration", default=None, help="calibration.json (default DIR/calibration.json)")
     parser.add_argument("--split", default=None, help="split.json (default DIR/split.json)")
     parser.add_argument("--output-dir", default=None, help="where to write (default DIR)")
+    parser.add_argument("--baseline", metavar="RESULTS", default=None,
+                        help="with --candidate: write uplift.md, uplift.json and uplift.svg instead, comparing the two "
+                             "result files on the held-out split (removed tasks excluded)")
+    parser.add_argument("--candidate", metavar="RESULTS", default=None, help="the trained model's results")
+    parser.add_argument("--k", type=int, default=None, help="k of pass@k and pass^k in the uplift (default: calibration's)")
     parser.set_defaults(handler=run)
 
 
@@ -35,6 +40,8 @@ def run(args) -> int:
             print(f"{path}: no such file", file=sys.stderr)
             return 2
     out_dir = Path(args.output_dir) if args.output_dir else root
+    if args.baseline or args.candidate:
+        return _uplift(args, root, calibration, split, out_dir)
     try:
         report, problems = write_report(root, out_dir, calibration, split)
     except (ValidationError, ValueError) as exc:
@@ -47,3 +54,46 @@ def run(args) -> int:
             print(f"note: no {what} yet; run `{command}` for that section", file=sys.stderr)
     print(f"wrote {out_dir / 'report.md'}, {out_dir / 'report.json'}" + (f", {out_dir / report.chart}" if report.chart else ""))
     return 1 if problems else 0
+
+
+def _uplift(args, root, calibration, split, out_dir) -> int:
+    import sys
+    from pathlib import Path
+
+    from rubrics.delivery.graded_results import read_results
+    from rubrics.delivery.report_build import removed_tasks
+    from rubrics.delivery.report_files import read_inputs
+    from rubrics.delivery.uplift import build_uplift
+    from rubrics.delivery.uplift_render import UPLIFT_JSON, UPLIFT_MD, UPLIFT_SVG, uplift_markdown, uplift_svg
+
+    if not (args.baseline and args.candidate):
+        print("--baseline and --candidate go together", file=sys.stderr)
+        return 2
+    paths = [Path(args.baseline), Path(args.candidate)]
+    for path in paths:
+        if not path.is_file():
+            print(f"{path}: no such file", file=sys.stderr)
+            return 2
+    if not split.is_file():
+        print(f"{split}: no split; run `rubric split` first (the uplift is measured on the held-out side)",
+              file=sys.stderr)
+        return 2
+    inputs, problems = read_inputs(root, calibration, split)
+    for problem in problems:
+        print(problem.format(), file=sys.stderr)
+    k = args.k or (inputs.calibration.k if inputs.calibration else 1)
+    threshold = inputs.calibration.pass_threshold if inputs.calibration else 1.0
+    categories = {t: s.metadata.category for t, s in inputs.specs.items()}
+    results = [read_results(p) for p in paths]
+    for r in results:
+        for line in r.problems:
+            print(line, file=sys.stderr)
+    report = build_uplift(results[0], results[1], categories, inputs.plan.heldout,
+                          {r.task_id for r in removed_tasks(inputs)}, k=k, threshold=threshold,
+                          names=(paths[0].name, paths[1].name))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / UPLIFT_MD).write_text(uplift_markdown(report), encoding="utf-8")
+    (out_dir / UPLIFT_JSON).write_text(report.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    (out_dir / UPLIFT_SVG).write_text(uplift_svg(report), encoding="utf-8")
+    print(f"wrote {out_dir / UPLIFT_MD}, {out_dir / UPLIFT_JSON}, {out_dir / UPLIFT_SVG}")
+    return 0

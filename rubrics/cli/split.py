@@ -50,7 +50,8 @@ def run(args) -> int:
     print(f"{len(plan.tasks)} for training, {len(plan.heldout)} held out (target {plan.target_heldout}); "
           f"{len(plan.groups)} groups, {len(plan.near_duplicates)} near-twin pair(s)")
     for category, counts in plan.by_category.items():
-        print(f"  {category}: {counts.tasks} tasks, {counts.heldout} heldout")
+        print(f"  {category}: {counts.tasks} for training, {counts.heldout} held out "
+              f"(of {counts.tasks + counts.heldout})")
     print(f"wrote {output}", file=sys.stderr)
     if args.materialize:
         try:

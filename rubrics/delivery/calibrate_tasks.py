@@ -13,6 +13,7 @@ from rubrics.delivery.calibration_model import (
     FLAKY_CODES,
     CalibrationReport,
     Flag,
+    Provenance,
     Label,
     LabelCounts,
     TaskCalibration,
@@ -64,6 +65,17 @@ def calibrate(
         tasks=tasks,
         unknown_tasks=sorted(set(by_task) - set(categories)),
         problems=results.problems,
+        provenance=provenance(results.attempts),
+    )
+
+
+def provenance(attempts: list[GradedAttempt]) -> Provenance:
+    digests = {str((a.grader or {}).get("grade_sh_sha256")) for a in attempts if a.grader}
+    return Provenance(
+        graders=sorted({a.grader_label() for a in attempts}),
+        judges=sorted({a.judge for a in attempts if a.judge}),
+        rubrics=sorted({a.rubric_id for a in attempts if a.rubric_id}),
+        grade_scripts=len(digests),
     )
 
 

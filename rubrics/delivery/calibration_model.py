@@ -48,6 +48,16 @@ class LabelCounts(BaseModel):
     too_few_attempts: int = Field(ge=0)
 
 
+class Provenance(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    graders: list[str] = Field(description="What produced the scores: rubric tasks run with its sandbox settings, "
+                                           "or rubric grade.")
+    judges: list[str] = Field(description="Judge models named by the result lines (rubric-graded tasks).")
+    rubrics: list[str] = Field(description="Rubric ids named by the result lines.")
+    grade_scripts: int = Field(ge=0, description="Distinct grade.sh digests among tasks run lines.")
+
+
 class CalibrationReport(BaseModel):
     model_config = ConfigDict(extra="forbid", title="Calibration")
 
@@ -60,3 +70,4 @@ class CalibrationReport(BaseModel):
     tasks: list[TaskCalibration]
     unknown_tasks: list[str] = Field(description="task_ids in the results that are not in the delivery.")
     problems: list[str] = Field(description="file:line: message, for result lines that were skipped.")
+    provenance: Provenance

@@ -26,6 +26,17 @@ class GradedAttempt(BaseModel):
     task_id: str | None = None
     score: float = Field(ge=0, le=1)
     complete: bool = True
+    # Provenance: `rubric grade` lines name their rubric and judge, `rubric tasks run` lines their grader.
+    rubric_id: str | None = None
+    judge: str | None = None
+    grader: dict | None = None
+
+    def grader_label(self) -> str:
+        g = self.grader or {}
+        if "runtime" in g:
+            return (f"grade.sh via rubric tasks run ({g.get('runtime')}; {g.get('wall_s', 0):g}s, "
+                    f"{g.get('memory_mb')} MiB, {g.get('processes')} processes)")
+        return "rubric grade" if self.rubric_id else "unknown"
 
     @field_validator("trajectory_id", "task_id", mode="before")
     @classmethod

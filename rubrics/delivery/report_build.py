@@ -6,6 +6,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from rubrics.delivery.calibration_model import CalibrationReport, TaskCalibration
+from rubrics.delivery.intervals import wilson
 from rubrics.delivery.layout import DeliveryFolder
 from rubrics.delivery.problems import Problem
 from rubrics.delivery.report_model import (
@@ -13,12 +14,16 @@ from rubrics.delivery.report_model import (
     CategoryBaseline,
     CategoryMix,
     DeliveryReport,
+    Decision,
     RemovedTask,
+    SplitCounts,
     SplitSummary,
     TaskRow,
 )
+from rubrics.delivery.removal_reasons import ManualReason
 from rubrics.delivery.split import SplitPlan
 from rubrics.delivery.task import TaskSpec
+from rubrics.delivery.validate_model import ValidationReport
 
 CHART_FILE = "pass-rates.svg"
 
@@ -30,19 +35,24 @@ class ReportInputs:
     calibration: CalibrationReport | None
     plan: SplitPlan | None
     check_errors: dict[str, list[Problem]]   # task id -> folder-check errors
+    validation: ValidationReport | None = None
+    manual: dict[str, list[ManualReason]] | None = None   # task id -> reasons from its removal.yaml
 
 
 def build_report(inputs: ReportInputs) -> DeliveryReport:
     specs = inputs.specs
     calibrated = {t.task_id: t for t in inputs.calibration.tasks} if inputs.calibration else {}
-    removed = _removed(specs, calibrated, inputs.check_errors)
+    removed = removed_tasks(inputs)
     removed_ids = {r.task_id for r in removed}
+    to_inspect = _to_inspect(calibrated, removed_ids)
+    inspect_ids = {r.task_id for r in to_inspect}
     if inputs.plan is not None:
         heldout = set(inputs.plan.heldout)
     else:
         heldout = {ref.id for ref in inputs.delivery.heldout}
+    flags = _extra_flags(inputs)
     rows = [_row(task_id, specs[task_id], calibrated.get(task_id), "heldout" if task_id in heldout else "tasks",
-                 inputs.check_errors) for task_id in sorted(specs)]
+                 flags.get(task_id, []), _decision(task_id, removed_ids, inspect_ids)) for task_id in sorted(specs)]
     settings = None
     if inputs.calibration is not None:
         c = inputs.calibration
@@ -56,23 +66,45 @@ def build_report(inputs: ReportInputs) -> DeliveryReport:
         calibration=settings,
         tasks=rows,
         removed=removed,
-        to_inspect=_to_inspect(calibrated, removed_ids),
-        split=_split_summary(inputs.plan) if inputs.plan else None,
+        to_inspect=to_inspect,
+        split=_split_summary(inputs.plan, specs, removed_ids) if inputs.plan else None,
         chart=CHART_FILE if calibrated else None,
+        provenance=inputs.calibration.provenance if inputs.calibration else None,
+        validated=inputs.validation is not None,
     )
 
 
-def _row(task_id: str, spec: TaskSpec, cal: TaskCalibration | None, side: str,
-         check_errors: dict[str, list[Problem]]) -> TaskRow:
-    flags = [f.code for f in cal.flags] if cal else []
-    if check_errors.get(task_id):
-        flags.append("check")
+def _decision(task_id: str, removed: set[str], inspect: set[str]) -> Decision:
+    return "removed" if task_id in removed else "inspect" if task_id in inspect else "keep"
+
+
+def _extra_flags(inputs: ReportInputs) -> dict[str, list[str]]:
+    flags: dict[str, list[str]] = {}
+    for task_id, errors in inputs.check_errors.items():
+        if errors:
+            flags.setdefault(task_id, []).append("check")
+    for task in inputs.validation.tasks if inputs.validation else []:
+        if task.verdict == "invalid":
+            flags.setdefault(task.task_id, []).append("invalid")
+    for task_id, reasons in (inputs.manual or {}).items():
+        if reasons:
+            flags.setdefault(task_id, []).append("manual")
+    return flags
+
+
+def _row(task_id: str, spec: TaskSpec, cal: TaskCalibration | None, side: str, extra_flags: list[str],
+         decision: Decision) -> TaskRow:
+    flags = ([f.code for f in cal.flags] if cal else []) + extra_flags
+    interval = wilson(cal.successes, cal.attempts) if cal else None
     return TaskRow(
         task_id=task_id, category=spec.metadata.category, difficulty=spec.metadata.difficulty, side=side,
         attempts=cal.attempts if cal else None, successes=cal.successes if cal else None,
-        pass_rate=cal.pass_rate if cal else None, pass_at_1=cal.pass_at_1 if cal else None,
+        pass_rate=cal.pass_rate if cal else None,
+        pass_rate_low=round(interval[0], 4) if interval else None,
+        pass_rate_high=round(interval[1], 4) if interval else None,
+        pass_at_1=cal.pass_at_1 if cal else None,
         pass_at_k=cal.pass_at_k if cal else None, pass_hat_k=cal.pass_hat_k if cal else None,
-        label=cal.label if cal else None, flags=flags,
+        label=cal.label if cal else None, decision=decision, flags=flags,
     )
 
 
@@ -113,10 +145,15 @@ def _baseline_row(category: str, task_ids: list[str], calibrated: dict[str, Task
     )
 
 
-def _removed(specs: dict[str, TaskSpec], calibrated: dict[str, TaskCalibration],
-             check_errors: dict[str, list[Problem]]) -> list[RemovedTask]:
+def removed_tasks(inputs: ReportInputs) -> list[RemovedTask]:
+    """Every task not to ship, with each reason: calibration, folder check, validation, a person."""
+    calibrated = {t.task_id: t for t in inputs.calibration.tasks} if inputs.calibration else {}
+    check_errors = inputs.check_errors
+    invalid = {t.task_id: t.reasons for t in inputs.validation.tasks if t.verdict == "invalid"} \
+        if inputs.validation else {}
+    manual = inputs.manual or {}
     removed = []
-    for task_id in sorted(specs):
+    for task_id in sorted(inputs.specs):
         reasons = []
         cal = calibrated.get(task_id)
         if cal is not None and cal.label == "drop":
@@ -128,6 +165,8 @@ def _removed(specs: dict[str, TaskSpec], calibrated: dict[str, TaskCalibration],
             first = errors[0]
             more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
             reasons.append(f"fails tasks check: {first.format()}{more}")
+        reasons += [f"fails validation: {reason}" for reason in invalid.get(task_id, [])]
+        reasons += [f"removed by review: {reason.format()}" for reason in manual.get(task_id, [])]
         if reasons:
             removed.append(RemovedTask(task_id=task_id, reasons=reasons))
     return removed
@@ -143,12 +182,29 @@ def _to_inspect(calibrated: dict[str, TaskCalibration], removed: set[str]) -> li
     return found
 
 
-def _split_summary(plan: SplitPlan) -> SplitSummary:
+HELDOUT_POLICY = ("removed tasks are excluded from both sides: the split was drawn over all tasks, and a removed "
+                  "task counts neither for training nor for held-out evaluation")
+
+
+def _split_summary(plan: SplitPlan, specs: dict[str, TaskSpec], removed: set[str]) -> SplitSummary:
+    heldout = set(plan.heldout)
+    by_category: dict[str, SplitCounts] = {}
+    for category in sorted({s.metadata.category for s in specs.values()}):
+        ids = [t for t, s in specs.items() if s.metadata.category == category]
+        by_category[category] = SplitCounts(
+            all_tasks=len(ids),
+            training_shipped=sum(t not in heldout and t not in removed for t in ids),
+            heldout_shipped=sum(t in heldout and t not in removed for t in ids),
+            removed=sum(t in removed for t in ids))
     return SplitSummary(
         seed=plan.seed, heldout_fraction=plan.heldout_fraction, similarity_threshold=plan.similarity_threshold,
-        tasks=len(plan.tasks), heldout=len(plan.heldout), groups=len(plan.groups),
-        multi_task_groups=sum(len(g.tasks) > 1 for g in plan.groups),
-        near_duplicates=plan.near_duplicates, by_category=plan.by_category,
+        policy=HELDOUT_POLICY,
+        training_shipped=sum(t not in removed for t in plan.tasks),
+        heldout_shipped=sum(t not in removed for t in plan.heldout),
+        removed_training=sorted(t for t in plan.tasks if t in removed),
+        removed_heldout=sorted(t for t in plan.heldout if t in removed),
+        groups=len(plan.groups), multi_task_groups=sum(len(g.tasks) > 1 for g in plan.groups),
+        near_duplicates=plan.near_duplicates, by_category=by_category,
     )
 
 

@@ -5,25 +5,25 @@ from pathlib import Path
 
 from rubrics.delivery.calibration_model import CalibrationReport
 from rubrics.delivery.catalog import load_catalog
-from rubrics.delivery.chart_svg import pass_rate_svg
+from rubrics.delivery.chart_svg import ChartTask, pass_rate_svg
 from rubrics.delivery.folder_check import check_task_folder
 from rubrics.delivery.layout import REPORT_FILE
 from rubrics.delivery.problems import Problem
 from rubrics.delivery.report_build import CHART_FILE, ReportInputs, build_report
 from rubrics.delivery.report_markdown import render_markdown
+from rubrics.delivery.removal_reasons import REMOVAL_FILE, read_removal
 from rubrics.delivery.report_model import DeliveryReport
 from rubrics.delivery.split import read_plan
+from rubrics.delivery.validate import VALIDATION_FILE
+from rubrics.delivery.validate_model import ValidationReport
 
 REPORT_JSON = "report.json"
 CALIBRATION_FILE = "calibration.json"
 
 
-def write_report(root: Path, out_dir: Path, calibration_path: Path | None,
-                 split_path: Path | None) -> tuple[DeliveryReport, list[Problem]]:
-    """Returns the report and the task.yaml problems that kept tasks out of it (empty when all loaded).
-
-    calibration_path / split_path: None or a missing file leaves that part of the report out.
-    """
+def read_inputs(root: Path, calibration_path: Path | None, split_path: Path | None) -> tuple[ReportInputs, list[Problem]]:
+    """calibration_path / split_path: None or a missing file leaves that part out; DIR/validation.json and each
+    task's removal.yaml are read when present."""
     delivery, specs, problems = load_catalog(root)
     calibration = None
     if calibration_path is not None and calibration_path.is_file():
@@ -34,14 +34,30 @@ def write_report(root: Path, out_dir: Path, calibration_path: Path | None,
         # Paths relative to the delivery, so that the report does not depend on where it was built.
         found = check_task_folder(root / ref.path, ref.path, ref.id)
         check_errors[ref.id] = [p for p in found if p.severity == "error"]
-    report = build_report(ReportInputs(delivery, specs, calibration, plan, check_errors))
+    validation = None
+    if (root / VALIDATION_FILE).is_file():
+        validation = ValidationReport.model_validate_json((root / VALIDATION_FILE).read_text(encoding="utf-8"))
+    manual = {}
+    for ref in delivery.all_tasks():
+        reasons, found = read_removal(root / ref.path, f"{ref.path}/{REMOVAL_FILE}")
+        manual[ref.id] = reasons
+        problems += found
+    return ReportInputs(delivery, specs, calibration, plan, check_errors, validation, manual), problems
+
+
+def write_report(root: Path, out_dir: Path, calibration_path: Path | None,
+                 split_path: Path | None) -> tuple[DeliveryReport, list[Problem]]:
+    """Returns the report and the problems (task.yaml, removal.yaml) that kept something out of it."""
+    inputs, problems = read_inputs(root, calibration_path, split_path)
+    report = build_report(inputs)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / REPORT_FILE).write_text(render_markdown(report), encoding="utf-8")
     (out_dir / REPORT_JSON).write_text(report.model_dump_json(indent=2) + "\n", encoding="utf-8")
     if report.chart:
-        rates: dict[str, list[tuple[int, int]]] = {}
+        rates: dict[str, list[ChartTask]] = {}
         for row in report.tasks:
             if row.attempts:
-                rates.setdefault(row.category, []).append((row.successes or 0, row.attempts))
+                rates.setdefault(row.category, []).append(
+                    ChartTask(row.successes or 0, row.attempts, row.decision, bool(row.flags)))
         (out_dir / CHART_FILE).write_text(pass_rate_svg(rates), encoding="utf-8")
     return report, problems

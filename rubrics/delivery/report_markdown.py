@@ -7,11 +7,12 @@ from rubrics.delivery.report_model import DeliveryReport, RemovedTask
 def render_markdown(report: DeliveryReport) -> str:
     parts = [
         "# Delivery report\n",
-        f"{report.total_tasks} tasks in {len(report.category_mix)} categories"
-        + (f"; the split puts {report.split.tasks} in training (tasks/) and {report.split.heldout} in held-out "
-           f"(heldout/)." if report.split else "."),
+        f"{report.total_tasks} tasks in {len(report.category_mix)} categories, {len(report.removed)} removed"
+        + (f"; the split ships {report.split.training_shipped} for training and {report.split.heldout_shipped} "
+           f"held out." if report.split else "."),
         f"Folders now: {len(report.layout.tasks)} under tasks/, {len(report.layout.heldout)} under heldout/.",
         "",
+        _provenance(report),
         _mix(report),
         _baseline(report),
         _labels(report),
@@ -20,6 +21,24 @@ def render_markdown(report: DeliveryReport) -> str:
         _split(report),
     ]
     return "\n".join(p for p in parts if p is not None).rstrip() + "\n"
+
+
+def _provenance(report: DeliveryReport) -> str | None:
+    p = report.provenance
+    if p is None:
+        return None
+    lines = ["## Provenance\n",
+             "- grader: " + ("; ".join(p.graders) or "-")
+             + (f" ({p.grade_scripts} distinct grade.sh)" if p.grade_scripts else ""),
+             "- judge model: " + (", ".join(p.judges) or "none (no judge-graded item in the results)"),
+             "- rubric: " + (", ".join(p.rubrics) or "none (test-graded results carry no rubric)"),
+             "- validation: " + ("validation.json read (rubric tasks validate)" if report.validated
+                                 else "not run: no validation.json"), ""]
+    return "\n".join(lines)
+
+
+def _interval(low: float | None, high: float | None) -> str:
+    return "-" if low is None or high is None else f"{100 * low:.0f}-{100 * high:.0f}%"
 
 
 def _pct(value: float | None) -> str:
@@ -50,8 +69,12 @@ def _baseline(report: DeliveryReport) -> str:
              f"'shipped' leaves out removed tasks.\n\n")
     rows = [[b.category, str(b.calibrated), _pct(b.pass_at_1), _pct(b.pass_at_1_shipped),
              str(b.keep), str(b.drop), str(b.inspect)] for b in report.baseline]
-    chart = f"\n![Pass rate per task, by category]({report.chart})\n" if report.chart else ""
-    header = ["category", "calibrated", "pass@1", "pass@1 shipped", "keep", "drop", "inspect"]
+    chart = ""
+    if report.chart:
+        chart = (f"\n![Pass rate per task, by category]({report.chart})\n\nBars are stacked by final decision "
+                 "(keep, inspect, removed); '!n' counts the flagged tasks in a bar.\n")
+    header = ["category", "tasks calibrated", "pass@1, all", "pass@1, shipped", "labelled keep", "labelled drop",
+              "labelled inspect"]
     return "## Baseline pass@1 per category\n\n" + intro + _table(header, rows) + chart
 
 
@@ -59,10 +82,13 @@ def _labels(report: DeliveryReport) -> str | None:
     if report.calibration is None:
         return None
     k = report.calibration.k
-    rows = [[t.task_id, t.category, t.side, f"{t.successes}/{t.attempts}", _pct(t.pass_rate), _num(t.pass_at_1),
-             _num(t.pass_at_k), _num(t.pass_hat_k), t.label or "-", ", ".join(t.flags) or "-"] for t in report.tasks]
-    header = ["task", "category", "side", "passed", "pass rate", "pass@1", f"pass@{k}", f"pass^{k}", "label", "flags"]
-    legend = "Labels: keep (solved sometimes: learning signal), drop (always solved), inspect (never solved).\n\n"
+    rows = [[t.task_id, t.category, t.side, f"{t.successes}/{t.attempts}", _pct(t.pass_rate),
+             _interval(t.pass_rate_low, t.pass_rate_high), _num(t.pass_at_1), _num(t.pass_at_k), _num(t.pass_hat_k),
+             t.label or "-", t.decision, ", ".join(t.flags) or "-"] for t in report.tasks]
+    header = ["task", "category", "split side", "attempts passed", "pass rate", "95% Wilson", "pass@1", f"pass@{k}",
+              f"pass^{k}", "label", "decision", "flags"]
+    legend = ("Labels (from the pass rate alone): keep (solved sometimes: learning signal), drop (always solved), "
+              "inspect (never solved). Decision: removed when any reason below applies, whatever the label.\n\n")
     return "## Keep / drop / inspect\n\n" + legend + _table(header, rows)
 
 
@@ -77,10 +103,14 @@ def _split(report: DeliveryReport) -> str:
     s = report.split
     if s is None:
         return "## Held-out split\n\nNo split.json: run `rubric split` first.\n"
-    intro = (f"Seed {s.seed}, held-out share asked {s.heldout_fraction:g}: {s.heldout} held out, {s.tasks} for "
-             f"training. {s.groups} groups ({s.multi_task_groups} with two or more tasks) joined by `group` label "
-             f"and by near-twin instructions (character 5-gram Jaccard >= {s.similarity_threshold:g}); "
-             f"no group straddles the split.\n\n")
-    rows = [[c, str(n.tasks), str(n.heldout)] for c, n in s.by_category.items()]
+    removed = ", ".join(s.removed_heldout) or "none"
+    intro = (f"Seed {s.seed}, held-out share asked {s.heldout_fraction:g}: {s.heldout_shipped} held out and "
+             f"{s.training_shipped} for training ship. The policy: {s.policy}. Removed from the held-out side: "
+             f"{removed}; from the training side: {len(s.removed_training)}. {s.groups} groups "
+             f"({s.multi_task_groups} with two or more tasks) joined by `group` label and by near-twin instructions "
+             f"(character 5-gram Jaccard >= {s.similarity_threshold:g}); no group straddles the split.\n\n")
+    rows = [[c, str(n.all_tasks), str(n.training_shipped), str(n.heldout_shipped), str(n.removed)]
+            for c, n in s.by_category.items()]
+    header = ["category", "all tasks", "training, shipped", "held-out, shipped", "removed (either side)"]
     twins = "".join(f"- {p.a} ~ {p.b} (Jaccard {p.jaccard:.3f})\n" for p in s.near_duplicates) or "- none\n"
-    return "## Held-out split\n\n" + intro + _table(["category", "tasks", "heldout"], rows) + "\nNear twins:\n\n" + twins
+    return "## Held-out split\n\n" + intro + _table(header, rows) + "\nNear twins:\n\n" + twins

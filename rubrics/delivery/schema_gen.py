@@ -44,7 +44,14 @@ def delivery_report_schema() -> dict:
     return _model_schema(DeliveryReport, "delivery_report", "serialization")
 
 
+def task_run_result_schema() -> dict:
+    from rubrics.delivery.run_model import RunResult
+
+    return _model_schema(RunResult, "task_run_result", "serialization")
+
+
 BUILDERS: dict[str, Callable[[], dict]] = {
+    "task_run_result": task_run_result_schema,
     "task": task_schema,
     "calibration": calibration_schema,
     "split": split_schema,

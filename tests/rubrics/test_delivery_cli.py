@@ -12,7 +12,8 @@ from delivery_factory import make_task
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "delivery"
-GENERATED = ("calibration.json", "split.json", "report.md", "report.json", "pass-rates.svg")
+GENERATED = ("calibration.json", "split.json", "report.md", "report.json", "pass-rates.svg", "uplift.md", "uplift.json",
+             "uplift.svg")
 
 
 def rubric(*args, cwd=None):
@@ -31,9 +32,11 @@ def pipeline(tmp_path_factory):
     shutil.copytree(EXAMPLE, work, ignore=shutil.ignore_patterns(*GENERATED))
     runs = {
         "check": rubric("tasks", "check", work),
-        "calibrate": rubric("calibrate", work, "--results", work / "results.jsonl"),
+        "calibrate": rubric("calibrate", work, "--results", work / "results.jsonl", "--attempts", "3", "--k", "2"),
         "split": rubric("split", work, "--heldout", "0.2", "--seed", "7"),
         "report": rubric("report", work),
+        "uplift": rubric("report", work, "--baseline", work / "results.jsonl",
+                         "--candidate", work / "candidate-results.jsonl"),
     }
     return work, runs
 
@@ -68,13 +71,29 @@ def test_example_exercises_every_label_flag_and_a_near_twin(pipeline):
     labels = {t["label"] for t in calibration["tasks"]}
     flags = {f["code"] for t in calibration["tasks"] for f in t["flags"]}
     assert labels == {"keep", "drop", "inspect"}
-    assert {"flaky-regrade", "reference-fails", "too-few-attempts", "incomplete-results"} <= flags
+    assert {"too-few-attempts", "no-results"} <= flags     # the results come from real runs of tasks run
     assert len({t["category"] for t in calibration["tasks"]}) >= 3 and len(calibration["tasks"]) >= 12
     split = json.loads((work / "split.json").read_text())
     assert split["near_duplicates"]
     side = {t: "tasks" for t in split["tasks"]} | {t: "heldout" for t in split["heldout"]}
     assert all(side[p["a"]] == side[p["b"]] for p in split["near_duplicates"])
-    assert "keep" in runs["calibrate"].stdout and "pass@8" in runs["calibrate"].stdout
+    assert "keep" in runs["calibrate"].stdout and "pass@2" in runs["calibrate"].stdout
+
+
+def test_report_excludes_removed_tasks_and_records_why(pipeline):
+    work, _ = pipeline
+    report = json.loads((work / "report.json").read_text())
+    removed = {r["task_id"]: r["reasons"] for r in report["removed"]}
+    assert removed["task-0603"] == ["already solved: 3/3 attempts pass"]
+    assert removed["task-0602"][0].startswith("removed by review: hackable (sara.m)")
+    assert report["split"]["removed_heldout"] == ["task-0603"] and report["split"]["heldout_shipped"] == 2
+    assert {t["task_id"]: t["decision"] for t in report["tasks"]}["task-0603"] == "removed"
+    assert report["provenance"]["graders"] == ["grade.sh via rubric tasks run (bwrap; 8s, 2048 MiB, 256 processes)"]
+    uplift = json.loads((work / "uplift.json").read_text())
+    assert uplift["heldout_tasks"] == ["task-0421", "task-0505"] and uplift["excluded_removed"] == ["task-0603"]
+    overall = uplift["rows"][-1]
+    assert overall["category"] == "all" and overall["pass_rate"]["low"] <= overall["pass_rate"]["value"] \
+        <= overall["pass_rate"]["high"]
 
 
 def test_split_is_reproducible_and_materializes_a_copy(pipeline, tmp_path):

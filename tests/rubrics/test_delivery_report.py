@@ -8,7 +8,7 @@ from delivery_factory import make_task, write_results
 
 from rubrics.delivery.calibrate_tasks import calibrate
 from rubrics.delivery.catalog import load_catalog
-from rubrics.delivery.chart_svg import BINS, bin_index, pass_rate_svg
+from rubrics.delivery.chart_svg import BINS, ChartTask, bin_index, pass_rate_svg
 from rubrics.delivery.graded_results import read_results
 from rubrics.delivery.report_files import write_report
 from rubrics.delivery.split import plan_split, write_plan
@@ -49,7 +49,7 @@ def test_report_sections_and_numbers(tmp_path):
     assert baseline["text"].pass_at_1 == 0.75 and baseline["text"].pass_at_1_shipped == 0.5
     assert baseline["all"].calibrated == 3 and baseline["all"].pass_at_1 == 0.5
     assert [m.tasks for m in report.category_mix] == [1, 2]
-    assert report.split.heldout + report.split.tasks == 3
+    assert report.split.heldout_shipped + report.split.training_shipped + len(report.removed) == 3
 
 
 def test_report_without_calibration_or_split_still_describes_the_mix(tmp_path):
@@ -92,8 +92,13 @@ def test_bins_use_integer_arithmetic():
 
 
 def test_svg_is_well_formed_and_counts_tasks():
-    svg = pass_rate_svg({"b & c": [(0, 4), (4, 4), (4, 4)], "a": [(2, 4)]})
+    svg = pass_rate_svg({"b & c": [ChartTask(0, 4, "inspect", False), ChartTask(4, 4, "removed", True),
+                                   ChartTask(4, 4, "keep", False)], "a": [ChartTask(2, 4, "keep", False)]})
     root = ET.fromstring(svg)
     titles = [t.text for t in root.iter("{http://www.w3.org/2000/svg}title")]
-    assert titles == ["a: 1 task(s) at 41-60%", "b & c: 1 task(s) at 0%", "b & c: 2 task(s) at 100%"]
-    assert pass_rate_svg({"a": [(2, 4)]}) == pass_rate_svg({"a": [(2, 4)]})
+    # a removed task is drawn as removed, not by its bin; the flagged one is marked above its bar
+    assert titles == ["a: 1 keep task(s) at 41-60%", "b & c: 1 inspect task(s) at 0%",
+                      "b & c: 1 keep task(s) at 100%", "b & c: 1 removed task(s) at 100%"]
+    assert ">2 !1</text>" in svg
+    one = {"a": [ChartTask(2, 4, "keep", False)]}
+    assert pass_rate_svg(one) == pass_rate_svg(one)

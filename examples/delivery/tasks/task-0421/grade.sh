@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Grades one attempt in /repo: exit 0 (reward 1) when the fail-to-pass tests now pass and the
-# pass-to-pass tests still pass, exit 1 (reward 0) otherwise.
+# Grades one attempt in /repo against the sealed hidden tests (read-only at $SEALED_TESTS): exit 0
+# (reward 1) when the fail-to-pass tests now pass and the pass-to-pass tests still pass, exit 1
+# otherwise. The JUnit XML written to $REPORT_DIR names each test's outcome.
 set -u
 cd /repo
-# Models learn to edit or delete tests when they can: always grade against the sealed copy.
-rm -rf .grading && mkdir .grading && cp -r /sealed/tests .grading/tests
-timeout 600 python -m pytest -q -p no:cacheprovider .grading/tests/test_fail_to_pass.py || { echo "reward=0 (fail-to-pass)"; exit 1; }
-timeout 600 python -m pytest -q -p no:cacheprovider .grading/tests/test_pass_to_pass.py || { echo "reward=0 (pass-to-pass)"; exit 1; }
-echo "reward=1"
-exit 0
+sealed="${SEALED_TESTS:-/sealed/tests}"
+# The sealed copy, never /repo/tests: models learn to edit tests when they can. No plugin autoload,
+# no ini file (-c /dev/null) and no conftest.py from /repo: the attempt must not reconfigure the run.
+export PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 PYTHONDONTWRITEBYTECODE=1
+exec python -m pytest -q -p no:cacheprovider -c /dev/null --rootdir /repo --confcutdir "$sealed" \
+  --junitxml "${REPORT_DIR:-/tmp}/junit.xml" "$sealed"

@@ -1,0 +1,2 @@
+def to_csv(rows):
+    return "".join(",".join(map(str, row)) + "\n" for row in rows)

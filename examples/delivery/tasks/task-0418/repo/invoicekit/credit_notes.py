@@ -1,0 +1,2 @@
+def credit_line_total(quantity, unit_price):
+    return round(quantity * unit_price, 2)

@@ -1,0 +1,2 @@
+def downgrade_statements():
+    return ["ALTER TABLE entries DROP COLUMN amt"]

@@ -1,0 +1,2 @@
+def down_sql():
+    return "DROP INDEX idx_order_created"

@@ -1,0 +1,2 @@
+def heads(revisions):
+    return sorted({r for r, _ in revisions})

@@ -1,0 +1,2 @@
+def full_name(first, middle, last):
+    return first + " " + middle + " " + last if middle else first + last

@@ -1,0 +1,5 @@
+def to_csv(rows):
+    out = ""
+    for row in rows:
+        out += ",".join(map(str, row)) + "\n"
+    return out

@@ -1,0 +1,2 @@
+def cache_key(product_id, currency):
+    return product_id

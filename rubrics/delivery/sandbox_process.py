@@ -1,0 +1,100 @@
+"""Run one sandbox command: a wall-time limit, a bounded tail of its output, and its whole process group killed.
+
+Output is read while it is written and only the last bytes are kept, so an attempt that prints
+gigabytes costs neither memory nor disk.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+
+_CHUNK = 65536
+
+
+@dataclass
+class ProcessOutcome:
+    exit_code: int | None        # None when killed for overrunning the wall time
+    timed_out: bool
+    wall_s: float
+    log_tail: str
+    status_line: str | None      # what the trampoline wrote on its status descriptor, when it got that far
+
+
+class _Tail:
+    def __init__(self, keep: int) -> None:
+        self.keep = keep
+        self.data = bytearray()
+
+    def add(self, chunk: bytes) -> None:
+        self.data += chunk
+        if len(self.data) > 2 * self.keep:
+            del self.data[: len(self.data) - self.keep]
+
+    def text(self) -> str:
+        return bytes(self.data[-self.keep:]).decode("utf-8", errors="replace")
+
+
+def _drain(fd: int, tail: _Tail) -> None:
+    try:
+        while chunk := os.read(fd, _CHUNK):
+            tail.add(chunk)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def run_bounded(argv_for, wall_s: float, log_bytes: int, *, env: dict[str, str] | None = None,
+                on_timeout=None) -> ProcessOutcome:
+    """argv_for(status_fd) -> argv: the command, told which descriptor carries the trampoline's status line.
+
+    `on_timeout`, when given, is called before the process group is killed (docker stops its container).
+    """
+    out_r, out_w = os.pipe()
+    status_r, status_w = os.pipe()
+    argv = argv_for(status_w)
+    tail = _Tail(log_bytes)
+    started = time.monotonic()
+    try:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out_w, stderr=out_w, env=env,
+                                pass_fds=(status_w,), start_new_session=True, close_fds=True)
+    except OSError as exc:
+        for fd in (out_r, out_w, status_r, status_w):
+            os.close(fd)
+        return ProcessOutcome(None, False, 0.0, f"cannot start {argv[0]}: {exc}", None)
+    os.close(out_w)
+    os.close(status_w)
+    reader = threading.Thread(target=_drain, args=(out_r, tail), daemon=True)
+    reader.start()
+    status_tail = _Tail(256)
+    status_reader = threading.Thread(target=_drain, args=(status_r, status_tail), daemon=True)
+    status_reader.start()
+    timed_out = False
+    try:
+        proc.wait(timeout=wall_s)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        if on_timeout is not None:
+            on_timeout()
+        _kill_group(proc)
+    wall = time.monotonic() - started
+    _kill_group(proc)   # bwrap is gone, but a helper it started in our group must not outlive the run
+    reader.join(timeout=5)
+    status_reader.join(timeout=5)
+    status = status_tail.text().strip() or None
+    return ProcessOutcome(None if timed_out else proc.returncode, timed_out, round(wall, 3), tail.text(), status)
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        pass
