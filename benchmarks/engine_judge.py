@@ -8,14 +8,16 @@ Each prompt is scored on the judge's answers "Yes" / "No". (Until 2026-11-29 the
 for the instructions, so ~100 tokens were shared by all trajectories: the engine computes more per judgment there,
 and the same engine measured 4.25x on it against 5.1-5.3x on these prompts.)
 
-    python benchmarks/engine_judge.py [--dtype bfloat16] [--quick] [--threads N] [--device cpu|cuda] [--model PATH]
+    python benchmarks/engine_judge.py [--dtype auto|bfloat16] [--quick] [--threads N] [--device cpu|cuda] [--model PATH]
 
 Prints: judgments/s for the engine and for the baseline (one transformers forward per prompt, same model and
 dtype, on a sample of the prompts) in alternating rounds, and their ratio (the median of the rounds' ratios);
 computed_prompt_tokens / prompt_tokens; peak KV blocks versus a contiguous max-length reservation; KV slots
 allocated but unused at the peak; achieved FLOP/s on computed tokens (2 * params * tokens + attention) as a
-fraction of this machine's GEMM peak, measured here with a big matmul; and the time of a second LLM() start-up
-(weights already converted and cached).
+fraction of this machine's float32 GEMM peak (and of the run dtype's, when it is another), measured here with a
+big matmul; the CPU it ran on (model and vector/matrix flags) and why the engine chose its dtype; the time of a
+second LLM() start-up (weights already converted and cached); and, where llama-cpp-python is installed and the
+model is a .gguf, llama.cpp on the same prompts (its own prefix reuse between consecutive prompts, same threads).
 Targets: ratio >= 5x, computed fraction <= 0.25, unused slots at peak < 4%.
 
 Engine and baseline run in the same process under the same settings: torch threads (default: the cores this
@@ -36,6 +38,7 @@ import statistics  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
+from pathlib import Path  # noqa: E402
 
 import torch  # noqa: E402
 
@@ -135,6 +138,44 @@ def gemm_peak_flops(dtype: torch.dtype, device: str, size: int = 2048, repeats: 
     return 2 * size ** 3 / best
 
 
+def cpu_line() -> str:
+    """The CPU model and the flags that decide matrix-product speed (all of /proc/cpuinfo's flags are noise)."""
+    from judge_engine.cpu_info import host_cpu
+
+    cpu = host_cpu()
+    relevant = sorted(f for f in cpu.flags if f.startswith(("avx", "amx", "fma", "sse4", "sve")) or f in (
+        "bf16", "asimd", "i8mm", "f16c"))
+    return f"{cpu.model_name}; flags: {' '.join(relevant) or 'unknown'}"
+
+
+def llama_cpp_rate(gguf: Path, prompts: list[list[int]], choices: list[list[int]], threads: int,
+                   max_len: int) -> tuple[float | None, str, list[list[float]]]:
+    """llama.cpp (llama-cpp-python) on the same prompts: judgments/s, a note and the scores, or None and why it
+    did not run.
+    Consecutive prompts keep their common prefix in llama.cpp's cache (its own prefix reuse), as the engine's
+    prefix cache does; the log-probabilities of the choices' first tokens come from the last position."""
+    try:
+        import llama_cpp
+    except ImportError:
+        return None, "llama-cpp-python is not installed (pip install llama-cpp-python to compare)", []
+    if gguf.suffix != ".gguf":
+        return None, f"{gguf} is not a .gguf file", []
+    model = llama_cpp.Llama(model_path=str(gguf), n_ctx=max_len, n_threads=threads, n_threads_batch=threads,
+                            n_batch=512, logits_all=False, verbose=False)
+    previous: list[int] = []
+    scores = []
+    start = time.perf_counter()
+    for prompt in prompts:
+        common = shared_prefix_len(previous, prompt[:-1])  # the last token is always evaluated: it gives the logits
+        model.n_tokens = common  # eval() drops the cache after n_tokens and evaluates the rest
+        model.eval(prompt[common:])
+        logits = torch.from_numpy(model.scores[model.n_tokens - 1].copy())
+        scores.append(torch.log_softmax(logits, -1)[[ids[0] for ids in choices]].tolist())
+        previous = prompt
+    seconds = time.perf_counter() - start
+    return len(prompts) / seconds, f"llama-cpp-python {llama_cpp.__version__}, {gguf.name}", scores
+
+
 def model_flops(llm, stats: dict) -> float:
     spec = llm.engine.spec
     model = llm.engine.model
@@ -204,7 +245,8 @@ def shared_prefix_len(a: list[int], b: list[int]) -> int:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
+    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "auto"],
+                        help="auto: the engine's own choice for this hardware (default: float32)")
     parser.add_argument("--quick", action="store_true", help="6 trajectories x 6 criteria, smaller baseline sample")
     parser.add_argument("--threads", type=int, default=default_threads(),
                         help="torch threads for engine and baseline (default: the cores this process may use)")
@@ -221,7 +263,6 @@ def main() -> None:
 
     trajectories = 6 if args.quick else 24
     criteria = 6
-    dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16}[args.dtype]
 
     device = args.device
     if device == "cuda" and not torch.cuda.is_available():
@@ -232,6 +273,7 @@ def main() -> None:
     llm = LLM(args.model, dtype=args.dtype, device=device, **options)
     synchronize(device)
     startup_s = time.perf_counter() - start
+    dtype = llm.engine.config.torch_dtype  # "auto" resolved: the baseline and the peak use the engine's dtype
 
     fresh_ready_s, fresh_process_s = fresh_process_startup(args.model, args.dtype, args.threads, device)
     prompts, choices = build_prompts(llm.tokenizer, trajectories, criteria, shared_tokens=650)
@@ -254,7 +296,10 @@ def main() -> None:
     across = shared_prefix_len(prompts[0], prompts[criteria])  # the judge's instructions and the task line
     agreement = max(abs(a - b) for row_e, row_b in zip(engine_scores, base_scores) for a, b in zip(row_e, row_b))
 
+    llama_rate, llama_note, llama_scores = llama_cpp_rate(Path(llm.model_path), prompts, choices, args.threads,
+                                            llm.engine.max_model_len)
     peak = gemm_peak_flops(dtype, device)
+    peak_float32 = peak if dtype == torch.float32 else gemm_peak_flops(torch.float32, device)
     flops = model_flops(llm, stats)
     block_size = llm.engine.config.block_size
     paged_slots = stats["kv_blocks_peak"] * block_size
@@ -267,9 +312,10 @@ def main() -> None:
           f"prompt tokens {min(lengths)}-{max(lengths)} (mean {sum(lengths) / len(lengths):.0f}); "
           f">= {shared} shared by a trajectory's criteria (so {min(lengths) - shared}-{max(lengths) - shared} "
           f"unique per criterion), {across} (instructions and task) shared by all trajectories; "
-          f"choices {[llm.tokenizer.decode(ids) for ids in choices]}, dtype {args.dtype}, device {device}, "
+          f"choices {[llm.tokenizer.decode(ids) for ids in choices]}, dtype {llm.engine.config.dtype}, device {device}, "
           f"threads {args.threads}, "
           f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY')}")
+    print(f"cpu: {cpu_line()}; engine dtype {llm.engine.config.dtype} ({llm.engine.config.dtype_reason})")
     print(f"start-up with the weights already converted: second LLM() in this process {startup_s:.2f} s; "
           f"new process {fresh_ready_s:.2f} s from import to ready ({fresh_process_s:.2f} s whole process)")
     for index, (round_engine, round_base) in enumerate(rounds, 1):
@@ -292,8 +338,19 @@ def main() -> None:
           f"{100 * unused:.2f}% (target < 4%)")
     print(f"FLOPs on computed tokens: {flops / 1e9:.1f} GFLOP over {stats['batched_tokens']} tokens; "
           f"achieved {flops / engine_s / 1e9:.1f} GFLOP/s end-to-end, {flops / stats['model_time_s'] / 1e9:.1f} "
-          f"GFLOP/s inside the model; GEMM peak measured {peak / 1e9:.1f} GFLOP/s -> "
-          f"{flops / engine_s / peak:.2f} of peak end-to-end ({flops / stats['model_time_s'] / peak:.2f} in model)")
+          f"GFLOP/s inside the model; float32 GEMM peak measured {peak_float32 / 1e9:.1f} GFLOP/s -> "
+          f"{flops / engine_s / peak_float32:.2f} of the float32 peak end-to-end "
+          f"({flops / stats['model_time_s'] / peak_float32:.2f} in model)")
+    if dtype != torch.float32:
+        print(f"{llm.engine.config.dtype} GEMM peak measured {peak / 1e9:.1f} GFLOP/s -> {flops / engine_s / peak:.2f} "
+              f"of it end-to-end")
+    if llama_rate is None:
+        print(f"llama.cpp: skipped ({llama_note})")
+    else:
+        llama_gap = max(abs(a - b) for row_e, row_l in zip(engine_scores, llama_scores) for a, b in zip(row_e, row_l))
+        print(f"llama.cpp: {llama_rate:8.2f} judgments/s ({llama_note}; {args.threads} threads); engine (last round) "
+              f"/ llama.cpp: {engine_rate / llama_rate:.2f}x; max |log-prob engine - llama.cpp| {llama_gap:.2e} "
+              f"(llama.cpp multiplies the quantized weights as they are)")
 
 
 if __name__ == "__main__":

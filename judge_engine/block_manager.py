@@ -1,4 +1,10 @@
-"""The KV cache's block pool: allocation, refcounts, and the prefix cache over full blocks.
+"""The KV cache's block pool: allocation, refcounts, the prefix cache over full blocks, and every sequence's
+block table.
+
+The scheduler only asks (as vLLM's KV-cache manager is asked): the blocks the prefix cache holds for a sequence
+(computed_blocks), room for n more tokens (allocate_slots), the blocks a scheduled step fills
+(register_full_blocks, mark_computed), and giving a sequence's blocks back (free_sequence). Block tables and
+their hash chains live here; the model runner reads a sequence's table through block_table().
 
 A full block is registered under a hash chained over its parent's hash and its own token ids as soon as the
 step that fills it is scheduled, so that a request arriving later finds it, even one admitted to that same step
@@ -11,7 +17,11 @@ and are reused by later requests with the same prefix until allocation needs the
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from judge_engine.sequence import Sequence
 
 
 def block_hash(parent_hash: int | None, token_ids: tuple[int, ...]) -> int:
@@ -36,6 +46,16 @@ class PrefixMatch:
     hashes: list[int]
     pending: bool  # some matched blocks are filled by the step being scheduled (their step has not run yet)
 
+    def num_tokens(self, block_size: int) -> int:
+        return len(self.block_ids) * block_size
+
+
+@dataclass
+class SequenceBlocks:
+    """One sequence's blocks, in order, and the chained hash of each full one that has been registered."""
+    block_ids: list[int] = field(default_factory=list)
+    hashes: list[int] = field(default_factory=list)
+
 
 class NoFreeBlocks(RuntimeError):
     """Raised by allocate() when the pool cannot satisfy the request (callers check can_allocate first)."""
@@ -51,6 +71,58 @@ class BlockManager:
         self._evictable: OrderedDict[int, None] = OrderedDict()            # refcount 0, hashed: LRU order
         self._by_hash: dict[int, int] = {}
         self.num_used = 0  # blocks with refcount > 0
+        self._sequences: dict[Sequence, SequenceBlocks] = {}  # Sequence hashes by identity (eq=False)
+
+    # -- a sequence's blocks: what the scheduler asks --------------------------------------------------
+    def computed_blocks(self, seq: Sequence) -> PrefixMatch:
+        """The longest chain of cached full blocks that the sequence may take instead of computing them
+        (nothing is acquired yet)."""
+        return self.match_prefix(seq.token_ids, seq.max_cacheable_tokens)
+
+    def allocate_slots(self, seq: Sequence, num_new_tokens: int, computed: PrefixMatch | None = None) -> bool:
+        """Room for `num_new_tokens` tokens after the sequence's computed ones and, on admission, after the
+        cached blocks `computed` (which it then holds). False when the pool cannot: a running sequence keeps what
+        it had, an admission holds nothing (its cached blocks are released again)."""
+        blocks = self._sequences.get(seq)
+        if blocks is None:
+            blocks = self._sequences[seq] = SequenceBlocks()
+        if computed is not None:
+            self.acquire(computed.block_ids)
+            blocks.block_ids.extend(computed.block_ids)
+            blocks.hashes.extend(computed.hashes)
+        num_tokens = seq.num_computed_tokens + (computed.num_tokens(self.block_size) if computed else 0)
+        needed = -(-(num_tokens + num_new_tokens) // self.block_size) - len(blocks.block_ids)
+        if needed <= 0:
+            return True
+        if not self.can_allocate(needed):
+            if computed is not None:
+                self.free_sequence(seq)
+            return False
+        blocks.block_ids.extend(self.allocate(needed))
+        return True
+
+    def register_full_blocks(self, seq: Sequence, num_tokens: int) -> None:
+        """Record in the prefix cache every block that the sequence's first `num_tokens` tokens fill, once the step
+        filling them is scheduled (not after it runs, so that later arrivals find them at once)."""
+        blocks = self._sequences[seq]
+        for index in range(len(blocks.hashes), num_tokens // self.block_size):
+            blocks.hashes.append(self._register_full_block(blocks, index, seq.token_ids))
+
+    def mark_computed(self, seq: Sequence, start: int, end: int) -> None:
+        """The step that computed tokens [start, end) ran: the full blocks it completed can be served to others."""
+        for block_id in self._sequences[seq].block_ids[start // self.block_size:end // self.block_size]:
+            self.blocks[block_id].computed = True
+
+    def free_sequence(self, seq: Sequence) -> None:
+        """Give back one reference to each of the sequence's blocks (none held is fine: it may never have run)."""
+        blocks = self._sequences.pop(seq, None)
+        if blocks is not None:
+            self.free(blocks.block_ids)
+
+    def block_table(self, seq: Sequence) -> list[int]:
+        """The sequence's block ids in order (the list itself, for the step being prepared: read, never edit)."""
+        blocks = self._sequences.get(seq)
+        return blocks.block_ids if blocks is not None else []
 
     # -- pool -----------------------------------------------------------------------------------------
     @property
@@ -134,33 +206,28 @@ class BlockManager:
                 self.num_used += 1
             block.ref_count += 1
 
-    def register_full_block(self, block_table: list[int], block_hashes: list[int], index: int,
-                            token_ids: list[int]) -> None:
-        """Record block `index` of a sequence (now full, its step scheduled) in the prefix cache; appends its
-        hash to block_hashes so the chain continues from it."""
+    def _register_full_block(self, blocks: SequenceBlocks, index: int, token_ids: list[int]) -> int:
+        """Index block `index` of a sequence (now full, its step scheduled) under its chained hash, unless another
+        block holds that hash already; returns the hash, from which the chain continues."""
         bs = self.block_size
         tokens = tuple(token_ids[index * bs:(index + 1) * bs])
-        parent_hash = block_hashes[index - 1] if index > 0 else None
+        parent_hash = blocks.hashes[index - 1] if index > 0 else None
         h = block_hash(parent_hash, tokens)
-        block_hashes.append(h)
         if not self.enable_prefix_caching:
-            return
-        block = self.blocks[block_table[index]]
+            return h
+        block = self.blocks[blocks.block_ids[index]]
         if block.hash is not None:
-            return  # matched from the cache: already registered
+            return h  # matched from the cache: already registered
         block.token_ids = tokens
         if index > 0:
-            parent = self.blocks[block_table[index - 1]]
+            parent = self.blocks[blocks.block_ids[index - 1]]
             block.parent = (parent.block_id, parent.generation)
             if parent.hash != parent_hash:
-                return  # the parent is a private duplicate: nobody could match through it
+                return h  # the parent is a private duplicate: nobody could match through it
         if h not in self._by_hash:  # a duplicate or colliding block stays private to its sequence
             block.hash = h
             self._by_hash[h] = block.block_id
-
-    def mark_computed(self, block_ids) -> None:
-        for block_id in block_ids:
-            self.blocks[block_id].computed = True
+        return h
 
     def reset_prefix_cache(self) -> None:
         """Forget every evictable cached block (blocks in use keep their hashes)."""
@@ -171,7 +238,12 @@ class BlockManager:
 
     # -- checks ----------------------------------------------------------------------------------------
     def check_invariants(self, block_tables: list[list[int]] | None = None) -> None:
-        """Raise AssertionError if the pool's bookkeeping is inconsistent (used by tests)."""
+        """Raise AssertionError if the pool's bookkeeping is inconsistent (used by tests). The references are
+        counted against `block_tables`, by default the tables of the sequences this manager holds."""
+        if block_tables is None:
+            block_tables = [blocks.block_ids for blocks in self._sequences.values()]
+        for blocks in self._sequences.values():
+            assert len(blocks.hashes) <= len(blocks.block_ids), "more registered hashes than blocks"
         free_plain = set(self._free_plain)
         evictable = set(self._evictable)
         assert len(free_plain) == len(self._free_plain), "a block is twice in the free list"
@@ -187,11 +259,10 @@ class BlockManager:
         for h, block_id in self._by_hash.items():
             assert self.blocks[block_id].hash == h, f"hash index points at block {block_id} with another hash"
         assert self.num_used == sum(b.ref_count > 0 for b in self.blocks)
-        if block_tables is not None:
-            counts: dict[int, int] = {}
-            for table in block_tables:
-                for block_id in table:
-                    counts[block_id] = counts.get(block_id, 0) + 1
-            for block in self.blocks:
-                assert counts.get(block.block_id, 0) == block.ref_count, (
-                    f"block {block.block_id}: ref_count {block.ref_count}, in {counts.get(block.block_id, 0)} tables")
+        counts: dict[int, int] = {}
+        for table in block_tables:
+            for block_id in table:
+                counts[block_id] = counts.get(block_id, 0) + 1
+        for block in self.blocks:
+            assert counts.get(block.block_id, 0) == block.ref_count, (
+                f"block {block.block_id}: ref_count {block.ref_count}, in {counts.get(block.block_id, 0)} tables")

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+
+from judge_engine.dtype_choice import resolve_dtype
 
 # On CPU there is no free-memory reading to size the cache from; 512 MiB holds ~11k tokens of the embedded
 # 135M model in float32, enough for a judging batch of dozens of long shared-prefix prompts.
@@ -25,7 +27,7 @@ class EngineConfigError(ValueError):
 @dataclass
 class EngineConfig:
     model: str | Path | None = None
-    dtype: str = "float32"
+    dtype: str | None = None  # None or "auto": the hardware's choice (judge_engine/dtype_choice.py); resolved here
     device: str = "cpu"
     block_size: int | None = None  # None: DEFAULT_BLOCK_SIZE for the device
     max_num_seqs: int = 256
@@ -35,11 +37,16 @@ class EngineConfig:
     attention_backend: str | None = None
     gpu_memory_utilization: float = 0.9
     max_model_len: int | None = None  # None: the model's max_position_embeddings
+    # where the embedded model and GGUF conversions are kept; None: $JUDGE_ENGINE_CACHE or ~/.cache/judge_engine
+    cache_dir: str | Path | None = None
+    dtype_reason: str = field(init=False, default="")  # why the engine computes in `dtype`
 
     def __post_init__(self) -> None:
-        self.dtype = _normalise_dtype(self.dtype)
+        requested = None if self.dtype in (None, "auto") else _normalise_dtype(self.dtype)
         if not (self.device == "cpu" or self.device.startswith("cuda")):
             raise EngineConfigError(f"device: expected 'cpu' or 'cuda[:N]', got {self.device!r}")
+        choice = resolve_dtype(requested, self.device)
+        self.dtype, self.dtype_reason = choice.dtype, choice.reason
         if self.block_size is None:
             self.block_size = DEFAULT_BLOCK_SIZE["cpu" if self.device == "cpu" else "cuda"]
         _require_positive_int("block_size", self.block_size)
@@ -71,7 +78,7 @@ def _normalise_dtype(dtype) -> str:
     aliases = {"float": "float32", "fp32": "float32", "bf16": "bfloat16"}
     text = aliases.get(text, text)
     if text not in SUPPORTED_DTYPES:
-        raise EngineConfigError(f"dtype: expected one of {SUPPORTED_DTYPES}, got {dtype!r}")
+        raise EngineConfigError(f"dtype: expected one of {SUPPORTED_DTYPES} or 'auto', got {dtype!r}")
     return text
 
 

@@ -1,4 +1,5 @@
-"""LLMEngine: the step-level API (add_request, step, abort_request) over scheduler, model runner and sampler.
+"""LLMEngine: the step-level API (add_request, step, abort_request) over scheduler, model runner and sampler;
+what each step means for a request's output (log-probabilities, stop decisions, text) is output_processor.py's.
 
 Thread-safety: none. One thread drives an engine (add_request, step, abort_request, stats); a server runs the
 step loop in one dedicated thread and hands requests and aborts to it through a queue.
@@ -8,33 +9,21 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
 
 import torch
 
 from judge_engine.block_manager import BlockManager
 from judge_engine.config import EngineConfig
-from judge_engine.detokenizer import IncrementalDetokenizer
 from judge_engine.kv_cache import allocate_kv_cache, cpu_num_blocks, cuda_num_blocks
 from judge_engine.model_runner import ModelRunner
-from judge_engine.outputs import RequestMetrics, RequestOutput
-from judge_engine.sampler import SamplingError, SamplingParams, make_generator, sample, top_logprobs
+from judge_engine.output_processor import OutputProcessor, TrackedRequest
+from judge_engine.outputs import RequestOutput
+from judge_engine.sampler import SamplingError, SamplingParams, make_generator, sample
 from judge_engine.scheduler import Scheduler, ScheduledSequence, SchedulerOutput
 from judge_engine.sequence import Sequence, SequenceStatus
 from judge_engine.stats import EngineStats
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(eq=False)
-class _Request:
-    seq: Sequence
-    prompt: str | None
-    stream: bool
-    detokenizer: IncrementalDetokenizer | None  # per-step text, only when stop strings or streaming need it
-    reported_tokens: int = 0
-    reported_text: int = 0
-    rejected: bool = False   # refused before it ran: its prompt cannot run as given (the caller's mistake)
 
 
 class LLMEngine:
@@ -45,9 +34,9 @@ class LLMEngine:
 
         self.config = config
         self.device = torch.device(config.device)
-        self.model_path = resolve_model_path(config.model)
+        self.model_path = resolve_model_path(config.model, config.cache_dir)
         self.model, self.spec = load_model(self.model_path, config.torch_dtype, self.device,
-                                           **_backend_option(config))
+                                           cache_dir=config.cache_dir, **_backend_option(config))
         self.tokenizer = load_tokenizer(self.model_path)
         self.max_model_len = min(config.max_model_len or self.spec.max_position_embeddings,
                                  self.spec.max_position_embeddings)
@@ -62,11 +51,19 @@ class LLMEngine:
         eos = set(self.spec.eos_token_ids)
         if self.tokenizer.eos_token_id is not None:
             eos.add(self.tokenizer.eos_token_id)
-        self.eos_token_ids = frozenset(eos)
         # a sequence may never outgrow the whole cache, or preempting everyone else would not make it fit
         self.max_seq_len = min(self.max_model_len, num_blocks * config.block_size)
-        self._requests: dict[str, _Request] = {}
+        self.output_processor = OutputProcessor(self.tokenizer, frozenset(eos), self.max_seq_len)
+        self._requests: dict[str, TrackedRequest] = {}
         self._ready: list[RequestOutput] = []  # rejected requests, reported by the next step()
+
+    @property
+    def eos_token_ids(self) -> frozenset[int]:
+        return self.output_processor.eos_token_ids
+
+    @eos_token_ids.setter
+    def eos_token_ids(self, token_ids: frozenset[int]) -> None:
+        self.output_processor.eos_token_ids = frozenset(token_ids)
 
     def _size_kv_cache(self) -> int:
         if self.device.type != "cuda":
@@ -80,8 +77,8 @@ class LLMEngine:
         blocks = -(-tokens // bs)
         _, caches = allocate_kv_cache(self.spec, blocks, bs, self.config.torch_dtype, self.device)
         seq = Sequence("warm-up", [0] * tokens, SamplingParams(max_tokens=1))
-        seq.block_table = list(range(blocks))
-        ModelRunner(self.model, caches, bs, self.device).execute([ScheduledSequence(seq, 0, tokens)])
+        scheduled = ScheduledSequence(seq, 0, tokens, block_table=list(range(blocks)))
+        ModelRunner(self.model, caches, bs, self.device).execute([scheduled])
 
     # -- requests -------------------------------------------------------------------------------------
     def encode(self, prompt: str | list[int]) -> list[int]:
@@ -117,11 +114,10 @@ class LLMEngine:
             seq.status, seq.finish_reason, seq.error = SequenceStatus.FINISHED, "error", error
             seq.finished_time = time.perf_counter()
             self.stats_counters.failed_requests += 1
-            self._ready.append(self._output(_Request(seq, text_prompt, stream, None, rejected=True)))
+            rejected = TrackedRequest(seq, text_prompt, stream, None, rejected=True)
+            self._ready.append(self.output_processor.output(rejected))
             return
-        needs_text = stream or bool(params.stop_strings)
-        detok = IncrementalDetokenizer.for_prompt(self.tokenizer, seq.token_ids) if needs_text else None
-        self._requests[request_id] = _Request(seq, text_prompt, stream, detok)
+        self._requests[request_id] = self.output_processor.track(seq, text_prompt, stream)
         self.stats_counters.requests += 1
         self.stats_counters.prompt_tokens += seq.num_prompt_tokens
         self.scheduler.add(seq)
@@ -200,9 +196,9 @@ class LLMEngine:
                 del self._requests[item.seq.request_id]
         return outputs
 
-    def _guarded_output(self, request: _Request) -> RequestOutput:
+    def _guarded_output(self, request: TrackedRequest) -> RequestOutput:
         try:
-            return self._output(request)
+            return self.output_processor.output(request)
         except Exception as error:  # noqa: BLE001 - a text that cannot be decoded fails its own request only
             message = f"decoding the output failed: {type(error).__name__}: {error}"
             if request.seq.is_finished:   # its blocks are already free; only the outcome changes
@@ -210,7 +206,7 @@ class LLMEngine:
                 self.stats_counters.failed_requests += 1
             else:
                 self._fail_request(request.seq, message)
-            return self._output(request, text="")
+            return self.output_processor.output(request, text="")
 
     def _fail_request(self, seq: Sequence, message: str) -> None:
         """End one request with an error and free its blocks; the rest of the batch goes on."""
@@ -234,7 +230,7 @@ class LLMEngine:
             item.seq.error = f"model step failed: {type(error).__name__}: {error}"
             self._finish(item.seq, "error")
             self.stats_counters.failed_requests += 1
-            failed.append(self._output(request))
+            failed.append(self.output_processor.output(request))
         return failed
 
     def _apply_logits(self, out: SchedulerOutput, logits: torch.Tensor, row_positions: list[list[int]]) -> None:
@@ -246,7 +242,7 @@ class LLMEngine:
             rows = logits[row:row + len(positions)]
             row += len(positions)
             try:
-                self._record_rows(item, positions, rows)
+                self.output_processor.record_rows(item, positions, rows)
             except Exception as error:  # noqa: BLE001 - one request's bookkeeping must not fail the others
                 self._fail_request(seq, f"reading the logits failed: {type(error).__name__}: {error}")
                 continue
@@ -258,46 +254,19 @@ class LLMEngine:
         if sample_seqs:
             self._sample_and_append(logits[sample_rows], sample_seqs)
 
-    def _record_rows(self, item: ScheduledSequence, positions: list[int], rows: torch.Tensor) -> None:
-        """What a request keeps from its logits rows besides the next token: raw rows, prompt and candidate
-        log-probabilities."""
-        seq = item.seq
-        if seq.params.return_logits:
-            for position, logits_row in zip(positions, rows):
-                seq.logits_rows[position] = logits_row.clone()  # a recompute overwrites, never duplicates
-        prompt_positions = [p for p in positions if p < seq.num_prompt_tokens - 1]
-        if prompt_positions:
-            self._record_prompt_logprobs(seq, prompt_positions, rows[:len(prompt_positions)])
-        if item.end == seq.num_tokens and seq.next_token_candidates:
-            last = torch.log_softmax(rows[-1], dim=-1)
-            seq.next_token_logprobs = {t: float(last[t]) for t in seq.next_token_candidates}
-
-    def _record_prompt_logprobs(self, seq: Sequence, positions: list[int], rows: torch.Tensor) -> None:
-        logprobs = torch.log_softmax(rows, dim=-1)
-        targets = torch.tensor([seq.token_ids[p + 1] for p in positions])
-        chosen = logprobs.gather(1, targets[:, None])[:, 0].tolist()
-        top_n = seq.params.prompt_logprobs
-        for i, (p, value) in enumerate(zip(positions, chosen)):
-            seq.prompt_token_logprobs[p + 1] = value
-            if top_n is not None:
-                seq.prompt_top_logprobs[p + 1] = top_logprobs(logprobs[i], seq.token_ids[p + 1], top_n)
-
     def _sample_and_append(self, logits: torch.Tensor, seqs: list[Sequence]) -> None:
         """Sample every row, then give each request its token; a request whose row could not be sampled, or whose
         token could not be processed, fails alone."""
         tokens = sample(logits, [s.params for s in seqs], [s.generator for s in seqs])
         now = time.perf_counter()
-        want_logprobs = [i for i, s in enumerate(seqs)
-                         if s.params.logprobs is not None and not isinstance(tokens[i], SamplingError)]
-        logprobs = torch.log_softmax(logits[want_logprobs], dim=-1) if want_logprobs else None
-        logprobs_row = {i: row for row, i in enumerate(want_logprobs)}
+        logprob_rows = self.output_processor.sampled_logprob_rows(logits, seqs, tokens)
         for i, (seq, token) in enumerate(zip(seqs, tokens)):
             if isinstance(token, SamplingError):
                 self._fail_request(seq, str(token))
                 continue
             try:
-                if i in logprobs_row:
-                    seq.output_logprobs.append(top_logprobs(logprobs[logprobs_row[i]], token, seq.params.logprobs))
+                if i in logprob_rows:
+                    self.output_processor.record_sampled_logprobs(seq, logprob_rows[i], token)
                 self._append_token(seq, token, now)
             except Exception as error:  # noqa: BLE001 - e.g. a detokenizer error: this request only
                 self._fail_request(seq, f"processing token {token} failed: {type(error).__name__}: {error}")
@@ -307,98 +276,15 @@ class LLMEngine:
         if seq.first_token_time is None:
             seq.first_token_time = now
         self.stats_counters.generated_tokens += 1
-        self._check_stop(seq, token)
-
-    def _check_stop(self, seq: Sequence, token: int) -> None:
-        params = seq.params
-        request = self._requests[seq.request_id]
-        if (token in self.eos_token_ids and not params.ignore_eos) or token in (params.stop_token_ids or ()):
-            self._finish(seq, "stop")
-            return
-        if request.detokenizer is not None:
-            previous_len = len(request.detokenizer.text)
-            request.detokenizer.step()
-            if params.stop_strings and self._cut_at_stop_string(request, previous_len):
-                self._finish(seq, "stop")
-                return
-        if seq.num_output_tokens >= params.max_tokens or seq.num_tokens >= self.max_seq_len:
-            self._finish(seq, "length")
-
-    @staticmethod
-    def _cut_at_stop_string(request: _Request, previous_len: int) -> bool:
-        detok, params = request.detokenizer, request.seq.params
-        longest = max(len(s) for s in params.stop_strings)
-        search_from = max(previous_len - longest + 1, 0)
-        hits = [(detok.text.find(s, search_from), s) for s in params.stop_strings]
-        hits = [(index, s) for index, s in hits if index >= 0]
-        if not hits:
-            return False
-        index, stop = min(hits)
-        request.seq.stop_text_len = index + len(stop) if params.include_stop_str_in_output else index
-        return True
+        reason = self.output_processor.stop_reason(self._requests[seq.request_id], token)
+        if reason is not None:
+            self._finish(seq, reason)
 
     def _finish(self, seq: Sequence, reason: str) -> None:
         seq.finish_reason = reason
         seq.finished_time = time.perf_counter()
         self.scheduler.finish(seq)
         self.stats_counters.finished_requests += 1
-
-    # -- outputs --------------------------------------------------------------------------------------
-    def _output(self, request: _Request, text: str | None = None) -> RequestOutput:
-        seq = request.seq
-        text = self._text(request) if text is None else text
-        new_tokens = seq.output_token_ids[request.reported_tokens:]
-        new_text = text[request.reported_text:]
-        request.reported_tokens = seq.num_output_tokens
-        request.reported_text = len(text)
-        return RequestOutput(
-            request_id=seq.request_id,
-            prompt=request.prompt,
-            prompt_token_ids=seq.token_ids[:seq.num_prompt_tokens],
-            text=text,
-            token_ids=list(seq.output_token_ids),
-            finished=seq.is_finished,
-            finish_reason=seq.finish_reason,
-            new_token_ids=new_tokens,
-            new_text=new_text,
-            logprobs=list(seq.output_logprobs) if seq.params.logprobs is not None else None,
-            prompt_logprobs=self._prompt_logprobs(seq),
-            logits=(torch.stack([seq.logits_rows[p] for p in sorted(seq.logits_rows)])
-                    if seq.logits_rows else None),
-            logits_positions=sorted(seq.logits_rows) if seq.params.return_logits else None,
-            error=seq.error,
-            rejected=request.rejected,
-            next_token_logprobs=dict(seq.next_token_logprobs) if seq.next_token_candidates else None,
-            metrics=RequestMetrics(seq.arrival_time, seq.first_token_time, seq.finished_time,
-                                   seq.num_output_tokens, seq.num_cached_tokens, seq.num_preemptions),
-        )
-
-    def _text(self, request: _Request) -> str:
-        seq = request.seq
-        if request.detokenizer is None:
-            if not seq.is_finished or not seq.num_output_tokens:
-                return ""
-            return self.tokenizer.decode(seq.output_token_ids, skip_special_tokens=True)
-        text = request.detokenizer.text
-        if seq.is_finished and seq.stop_text_len is None:
-            request.detokenizer.flush()
-            text = request.detokenizer.text
-        if seq.stop_text_len is not None:
-            return text[:seq.stop_text_len]
-        if not seq.is_finished and seq.params.stop_strings:
-            # hold back what could be the start of a stop string completed by the next token
-            hold = max(len(s) for s in seq.params.stop_strings) - 1
-            return text[:max(len(text) - hold, request.reported_text)]
-        return text
-
-    @staticmethod
-    def _prompt_logprobs(seq: Sequence) -> list[dict[int, float] | None] | None:
-        if seq.logprobs_from is None:
-            return None
-        result: list[dict[int, float] | None] = [None] * seq.num_prompt_tokens
-        for position, value in seq.prompt_token_logprobs.items():
-            result[position] = seq.prompt_top_logprobs.get(position) or {seq.token_ids[position]: value}
-        return result
 
 
 def _backend_option(config: EngineConfig) -> dict:

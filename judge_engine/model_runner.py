@@ -39,10 +39,10 @@ def prepare_batch(scheduled: list[ScheduledSequence], block_size: int, device: t
     seq_of_token = np.repeat(np.arange(num_seqs), q_lens)
     positions = np.arange(total, dtype=np.int64) - cu_q[:-1][seq_of_token] + starts[seq_of_token]
 
-    max_blocks = max(len(item.seq.block_table) for item in scheduled)
+    max_blocks = max(len(item.block_table) for item in scheduled)
     tables = np.full((num_seqs, max_blocks), -1, dtype=np.int64)
     for row, item in enumerate(scheduled):
-        tables[row, :len(item.seq.block_table)] = item.seq.block_table
+        tables[row, :len(item.block_table)] = item.block_table
     slots = tables[seq_of_token, positions // block_size] * block_size + positions % block_size
 
     logits_rows: list[int] = []

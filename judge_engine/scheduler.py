@@ -24,6 +24,7 @@ class ScheduledSequence:
     seq: Sequence
     start: int          # first position computed this step (= tokens already in the cache)
     num_new_tokens: int
+    block_table: list[int]  # the sequence's blocks for this step, as the block manager holds them
 
     @property
     def end(self) -> int:
@@ -80,7 +81,7 @@ class Scheduler:
         while index < len(self.running) and budget > 0:
             seq = self.running[index]
             n = min(seq.num_tokens - seq.num_computed_tokens, budget)
-            while not self._grow_table(seq, seq.num_computed_tokens + n):
+            while not self.block_manager.allocate_slots(seq, n):
                 victim = self.running.pop()  # the most recently admitted one is the cheapest to lose
                 self._preempt(victim)
                 out.preempted.append(victim)
@@ -96,14 +97,10 @@ class Scheduler:
     def _admit_waiting(self, out: SchedulerOutput, budget: int) -> None:
         while self.waiting and budget > 0 and len(self.running) < self.max_num_seqs:
             seq = self.waiting.popleft()
-            match = self.block_manager.match_prefix(seq.token_ids, seq.max_cacheable_tokens)
-            self.block_manager.acquire(match.block_ids)
-            seq.block_table = list(match.block_ids)
-            seq.block_hashes = list(match.hashes)
-            num_cached = len(match.block_ids) * self.block_size
+            computed = self.block_manager.computed_blocks(seq)
+            num_cached = computed.num_tokens(self.block_size)
             n = min(seq.num_tokens - num_cached, budget)
-            if not self._grow_table(seq, num_cached + n):
-                self._release(seq)
+            if not self.block_manager.allocate_slots(seq, n, computed):
                 self.waiting.appendleft(seq)
                 break
             if seq.num_preemptions == 0:
@@ -117,19 +114,8 @@ class Scheduler:
 
     def _schedule(self, out: SchedulerOutput, seq: Sequence, n: int) -> None:
         start = seq.num_computed_tokens
-        out.scheduled.append(ScheduledSequence(seq, start, n))
-        # register blocks that this step fills now, not after it runs, so later arrivals find them
-        for index in range(len(seq.block_hashes), (start + n) // self.block_size):
-            self.block_manager.register_full_block(seq.block_table, seq.block_hashes, index, seq.token_ids)
-
-    def _grow_table(self, seq: Sequence, num_tokens: int) -> bool:
-        needed = -(-num_tokens // self.block_size) - len(seq.block_table)
-        if needed <= 0:
-            return True
-        if not self.block_manager.can_allocate(needed):
-            return False
-        seq.block_table.extend(self.block_manager.allocate(needed))
-        return True
+        out.scheduled.append(ScheduledSequence(seq, start, n, self.block_manager.block_table(seq)))
+        self.block_manager.register_full_blocks(seq, start + n)
 
     def _preempt(self, seq: Sequence) -> None:
         self._release(seq)
@@ -139,18 +125,15 @@ class Scheduler:
         self.waiting.appendleft(seq)
 
     def _release(self, seq: Sequence) -> None:
-        self.block_manager.free(seq.block_table)
-        seq.block_table = []
-        seq.block_hashes = []
+        self.block_manager.free_sequence(seq)
         seq.num_computed_tokens = 0
 
     # -- after the step ran ---------------------------------------------------------------------------
     def step_done(self, out: SchedulerOutput) -> None:
         """The step's keys and values are in the cache: its blocks can be served to others."""
-        bs = self.block_size
         for item in out.scheduled:
             seq = item.seq
-            self.block_manager.mark_computed(seq.block_table[item.start // bs:item.end // bs])
+            self.block_manager.mark_computed(seq, item.start, item.end)
             seq.num_computed_tokens = item.end
             self.stats.attention_pairs += (item.end * (item.end + 1) - item.start * (item.start + 1)) // 2
             if item.start < seq.num_prompt_tokens:
@@ -165,7 +148,7 @@ class Scheduler:
         if used_blocks > self.stats.kv_blocks_peak:
             self.stats.kv_blocks_peak = used_blocks
             # slots allocated but holding no token at this peak: the tail of each sequence's last block
-            unused = sum(len(s.block_table) * self.block_size - (s.num_computed_tokens + n)
+            unused = sum(len(self.block_manager.block_table(s)) * self.block_size - (s.num_computed_tokens + n)
                          for s, n in self._tokens_after_step(out))
             self.stats.kv_slots_unused_at_peak = unused
             self.stats.kv_seqs_at_peak = len(self.running)

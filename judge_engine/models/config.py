@@ -7,12 +7,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-SUPPORTED_ARCHITECTURES = ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM")
+from judge_engine.models.errors import ModelConfigError
+from judge_engine.models.registry import family_for
+
+__all__ = ["LlamaFamilyConfig", "ModelConfigError", "read_config_json"]
+
 SUPPORTED_ROPE_TYPES = ("default", "linear", "llama3")
 
 
-class ModelConfigError(ValueError):
-    """config.json describes a model this engine cannot run (or is malformed)."""
+def read_config_json(folder: Path) -> tuple[dict[str, Any], str]:
+    """An HF folder's config.json as a dict, and its path for messages."""
+    path = Path(folder) / "config.json"
+    try:
+        return json.loads(path.read_text(encoding="utf-8")), str(path)
+    except FileNotFoundError:
+        raise ModelConfigError(f"{path}: not found (expected an HF model folder with config.json)") from None
+    except json.JSONDecodeError as error:
+        raise ModelConfigError(f"{path}:{error.lineno}:{error.colno}: invalid JSON: {error.msg}") from None
 
 
 @dataclass(frozen=True)
@@ -38,19 +49,15 @@ class LlamaFamilyConfig:
     eos_token_ids: tuple[int, ...]
 
     @classmethod
-    def from_folder(cls, folder: Path) -> "LlamaFamilyConfig":
-        path = Path(folder) / "config.json"
-        try:
-            raw = json.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise ModelConfigError(f"{path}: not found (expected an HF model folder with config.json)") from None
-        except json.JSONDecodeError as error:
-            raise ModelConfigError(f"{path}:{error.lineno}:{error.colno}: invalid JSON: {error.msg}") from None
+    def from_folder(cls, folder: Path, architecture: str | None = None) -> "LlamaFamilyConfig":
+        """architecture: the one the model registry chose from config.json (None: choose it here)."""
+        raw, source = read_config_json(folder)
         eos = _ids(raw.get("eos_token_id")) + _generation_eos(Path(folder))
-        return cls.from_dict(raw, source=str(path), eos_token_ids=tuple(dict.fromkeys(eos)))
+        return cls.from_dict(raw, source=source, eos_token_ids=tuple(dict.fromkeys(eos)), architecture=architecture)
 
     @classmethod
-    def from_dict(cls, raw: dict[str, Any], *, source: str = "config.json", eos_token_ids=()) -> "LlamaFamilyConfig":
+    def from_dict(cls, raw: dict[str, Any], *, source: str = "config.json", eos_token_ids=(),
+                  architecture: str | None = None) -> "LlamaFamilyConfig":
         def field(name: str, default: Any = ..., kind: type = int) -> Any:
             value = raw.get(name, default)
             if value is ...:
@@ -61,12 +68,10 @@ class LlamaFamilyConfig:
                 raise ModelConfigError(f"{source}: field {name!r} must be {kind.__name__}, got {value!r}")
             return value
 
-        architectures = raw.get("architectures") or []
-        architecture = next((a for a in architectures if a in SUPPORTED_ARCHITECTURES), None)
         if architecture is None:
-            raise ModelConfigError(
-                f"{source}: field 'architectures' is {architectures!r}; supported: {', '.join(SUPPORTED_ARCHITECTURES)}"
-            )
+            family, architecture = family_for(raw.get("architectures") or [], source)
+            if family.config_class != f"{cls.__module__}:{cls.__qualname__}":
+                raise ModelConfigError(f"{source}: {architecture} is not a Llama-family architecture")
         num_heads = field("num_attention_heads")
         hidden_size = field("hidden_size")
         num_kv_heads = field("num_key_value_heads", num_heads) or num_heads

@@ -1,4 +1,5 @@
-"""Convert a Llama-family .gguf file into a cached HF folder (config.json, model.safetensors, tokenizer).
+"""Convert a .gguf file of a registered family (models/registry.py) into a cached HF folder (config.json,
+model.safetensors, tokenizer).
 
 Every tensor is dequantized to float32 once; later start-ups read the safetensors file, which takes a
 fraction of a second, instead of parsing and dequantizing the GGUF again.
@@ -19,16 +20,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from judge_engine.models.config import ModelConfigError
+from judge_engine.cache import cache_lock, engine_cache_dir
+from judge_engine.models.errors import ModelConfigError
+from judge_engine.models.registry import GGUFLayout, UnsupportedArchitecture, gguf_layout
 from judge_engine.models.rope import inverse_frequencies
 
-# GGUF architecture -> (HF architecture, HF model_type, whether llama.cpp permuted the Q/K rows)
-GGUF_ARCHITECTURES = {
-    "llama": ("LlamaForCausalLM", "llama", True),
-    "qwen2": ("Qwen2ForCausalLM", "qwen2", False),
-    "qwen3": ("Qwen3ForCausalLM", "qwen3", False),
-}
-
+# llama.cpp's per-layer tensor names -> HF names, as the Llama family has them (a family's GGUFLayout.layer_tensors
+# overrides or adds names)
 LAYER_TENSORS = {
     "attn_norm": "input_layernorm",
     "ffn_norm": "post_attention_layernorm",
@@ -51,13 +49,12 @@ class GGUFConversionError(ModelConfigError):
     """The .gguf file cannot be converted (unsupported architecture, tensor or metadata)."""
 
 
-def converted_folder(gguf_path: Path, sha256: str | None = None, cache_dir: Path | None = None) -> Path:
-    """The HF folder converted from ``gguf_path``, converting it first if this file was never converted."""
-    from judge_engine.weights import cache_lock, default_cache_dir
-
+def converted_folder(gguf_path: Path, sha256: str | None = None, cache_dir: str | Path | None = None) -> Path:
+    """The HF folder converted from ``gguf_path`` under ``cache_dir`` (None: the engine's cache), converting it
+    first if this file was never converted."""
     gguf_path = Path(gguf_path).resolve()
-    sha256 = sha256 or file_sha256(gguf_path)
-    root = Path(cache_dir or default_cache_dir()) / "converted"
+    sha256 = sha256 or file_sha256(gguf_path, cache_dir)
+    root = engine_cache_dir(cache_dir) / "converted"
     folder = root / f"{sha256[:16]}-v{CONVERSION_VERSION}"
     if (folder / "config.json").is_file():
         return folder
@@ -117,14 +114,14 @@ def dequantized_tensors(reader, metadata: dict[str, Any], source: str) -> dict[s
     """float32 tensors under HF names, with llama.cpp's Q/K row permutation undone where it applies."""
     from gguf import GGMLQuantizationType, dequantize
 
-    architecture = _architecture(metadata, source)
-    _, _, permuted = GGUF_ARCHITECTURES[architecture]
+    layout = _layout(metadata, source)
+    architecture, permuted = layout.gguf_architecture, layout.permuted_qk
     num_heads = int(metadata[f"{architecture}.attention.head_count"])
     num_kv_heads = int(metadata.get(f"{architecture}.attention.head_count_kv", num_heads))
     tensors: dict[str, torch.Tensor] = {}
     for tensor in reader.tensors:
         # rope_freqs (Llama 3 RoPE scaling factors) has no HF counterpart; hf_config turns it into rope_scaling
-        name = tensor.name if tensor.name == ROPE_FACTORS else hf_tensor_name(tensor.name, source)
+        name = tensor.name if tensor.name == ROPE_FACTORS else hf_tensor_name(tensor.name, source, layout)
         try:
             values = dequantize(tensor.data, GGMLQuantizationType(tensor.tensor_type))
         except NotImplementedError as error:
@@ -153,22 +150,23 @@ def permute_rows(weight: np.ndarray, num_heads: int) -> np.ndarray:
     return np.ascontiguousarray(split.swapaxes(1, 2).reshape(weight.shape))
 
 
-def hf_tensor_name(gguf_name: str, source: str) -> str:
+def hf_tensor_name(gguf_name: str, source: str, layout: GGUFLayout) -> str:
     base, _, kind = gguf_name.rpartition(".")
     parts = base.split(".")
-    if len(parts) == 3 and parts[0] == "blk" and parts[2] in LAYER_TENSORS:
-        return f"model.layers.{parts[1]}.{LAYER_TENSORS[parts[2]]}.{kind}"
+    layer_tensors = {**LAYER_TENSORS, **layout.layer_tensors}
+    if len(parts) == 3 and parts[0] == "blk" and parts[2] in layer_tensors:
+        return f"model.layers.{parts[1]}.{layer_tensors[parts[2]]}.{kind}"
     if base in GLOBAL_TENSORS:
         return f"{GLOBAL_TENSORS[base]}.{kind}"
-    raise GGUFConversionError(f"{source}: tensor {gguf_name!r} has no counterpart in a Llama-family HF model")
+    raise GGUFConversionError(f"{source}: tensor {gguf_name!r} has no counterpart in a {layout.hf_architecture} model")
 
 
 def hf_config(
     metadata: dict[str, Any], tensors: dict[str, torch.Tensor], source: str, rope_factors: torch.Tensor | None = None
 ) -> dict[str, Any]:
     """config.json contents from the GGUF metadata (and tensor shapes where the metadata is silent)."""
-    arch = _architecture(metadata, source)
-    hf_architecture, model_type, _ = GGUF_ARCHITECTURES[arch]
+    layout = _layout(metadata, source)
+    arch = layout.gguf_architecture
 
     def meta(key: str, default: Any = ...) -> Any:
         value = metadata.get(f"{arch}.{key}", default)
@@ -181,8 +179,8 @@ def hf_config(
     head_dim = int(meta("attention.key_length", hidden_size // num_heads))
     embed = tensors["model.embed_tokens.weight"]
     config: dict[str, Any] = {
-        "architectures": [hf_architecture],
-        "model_type": model_type,
+        "architectures": [layout.hf_architecture],
+        "model_type": layout.model_type,
         "vocab_size": int(embed.shape[0]),
         "hidden_size": hidden_size,
         "intermediate_size": int(meta("feed_forward_length")),
@@ -197,7 +195,7 @@ def hf_config(
         "tie_word_embeddings": "lm_head.weight" not in tensors,
         "torch_dtype": "float32",
     }
-    if arch == "llama":
+    if layout.records_attention_bias:
         config["attention_bias"] = "model.layers.0.self_attn.q_proj.bias" in tensors
     rope_dims = int(meta("rope.dimension_count", head_dim))
     if rope_dims != head_dim:
@@ -247,13 +245,11 @@ def llama3_scaling_from_factors(factors: np.ndarray, config: dict[str, Any], sou
     return scaling
 
 
-def _architecture(metadata: dict[str, Any], source: str) -> str:
-    arch = metadata.get("general.architecture")
-    if arch not in GGUF_ARCHITECTURES:
-        raise GGUFConversionError(
-            f"{source}: metadata field general.architecture is {arch!r}; supported: {', '.join(GGUF_ARCHITECTURES)}"
-        )
-    return arch
+def _layout(metadata: dict[str, Any], source: str) -> GGUFLayout:
+    try:
+        return gguf_layout(metadata.get("general.architecture"), source)
+    except UnsupportedArchitecture as error:
+        raise GGUFConversionError(str(error)) from None
 
 
 def _save_tokenizer(gguf_path: Path, folder: Path) -> None:
@@ -264,12 +260,11 @@ def _save_tokenizer(gguf_path: Path, folder: Path) -> None:
     tokenizer.save_pretrained(str(folder))
 
 
-def file_sha256(path: Path) -> str:
-    """sha256 of a file, remembered per (path, size, mtime) so large files are hashed only once."""
-    from judge_engine.weights import default_cache_dir
-
+def file_sha256(path: Path, cache_dir: str | Path | None = None) -> str:
+    """sha256 of a file, remembered per (path, size, mtime) under ``cache_dir`` (None: the engine's cache) so
+    large files are hashed only once."""
     stat = path.stat()
-    memo_path = default_cache_dir() / "converted" / "sha256-memo.json"
+    memo_path = engine_cache_dir(cache_dir) / "converted" / "sha256-memo.json"
     key = f"{path}|{stat.st_size}|{stat.st_mtime_ns}"
     try:
         memo = json.loads(memo_path.read_text(encoding="utf-8"))

@@ -1,4 +1,4 @@
-"""Load a Llama-family model from an HF folder (config.json + safetensors) or a .gguf file."""
+"""Load a model from an HF folder (config.json + safetensors) or a .gguf file, its family found in the registry."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ import torch
 from torch import nn
 
 from judge_engine.attention.backend import get_backend
-from judge_engine.models.config import LlamaFamilyConfig, ModelConfigError
-from judge_engine.models.llama import LlamaForCausalLM
+from judge_engine.models.config import read_config_json
+from judge_engine.models.errors import ModelConfigError
+from judge_engine.models.registry import family_for
 
 
 @dataclass(frozen=True)
@@ -29,7 +30,8 @@ class ModelSpec:
     bos_token_id: int | None
 
     @classmethod
-    def from_config(cls, config: LlamaFamilyConfig) -> "ModelSpec":
+    def from_config(cls, config) -> "ModelSpec":
+        """From any family's config class: each provides these fields (docs/engine.md, adding a family)."""
         return cls(
             architecture=config.architecture,
             num_layers=config.num_layers,
@@ -44,13 +46,14 @@ class ModelSpec:
         )
 
 
-def model_folder(path: str | Path) -> Path:
-    """The HF folder holding the weights: ``path`` itself, or the cached conversion of a .gguf file."""
+def model_folder(path: str | Path, cache_dir: str | Path | None = None) -> Path:
+    """The HF folder holding the weights: ``path`` itself, or the conversion of a .gguf file cached under
+    ``cache_dir`` (None: the engine's cache, judge_engine/cache.py)."""
     path = Path(path).expanduser()
     if path.is_file() and path.suffix == ".gguf":
         from judge_engine.models.gguf import converted_folder
 
-        return converted_folder(path)
+        return converted_folder(path, cache_dir=cache_dir)
     if path.is_dir():
         return path
     if not path.exists():
@@ -63,13 +66,18 @@ def load_model(
     dtype: torch.dtype = torch.float32,
     device: torch.device | str = "cpu",
     attention_backend: str | None = None,
+    cache_dir: str | Path | None = None,
 ) -> tuple[nn.Module, ModelSpec]:
-    """Build the model on ``device`` in ``dtype`` and fill it from the checkpoint (a .gguf is converted once)."""
+    """Build the model on ``device`` in ``dtype`` and fill it from the checkpoint (a .gguf is converted once, into
+    ``cache_dir``). The registry (models/registry.py) names the config and model classes of its architecture."""
     device = torch.device(device)
-    folder = model_folder(path)
-    config = LlamaFamilyConfig.from_folder(folder)
+    folder = model_folder(path, cache_dir)
+    raw, source = read_config_json(folder)
+    family, architecture = family_for(raw.get("architectures") or [], source)
+    config = family.load_config_class().from_folder(folder, architecture)
+    model_class = family.load_model_class()
     with torch.device(device):
-        model = LlamaForCausalLM(config, dtype=dtype, attention_backend=get_backend(device, attention_backend))
+        model = model_class(config, dtype=dtype, attention_backend=get_backend(device, attention_backend))
     with torch.no_grad():
         model.load_weights(iter_safetensors(folder))
     return model.eval(), ModelSpec.from_config(config)

@@ -1,6 +1,7 @@
 """`rubric model pull`: fetch, verify and convert the embedded judge model now, instead of on first use.
 
 Useful before going offline, in a Docker build step, or in CI caches: later `rubric grade` runs then start at once.
+The model goes into the rubric cache ($RUBRICS_CACHE or ~/.cache/agent-rubrics), where the embedded judge looks.
 """
 from __future__ import annotations
 
@@ -18,11 +19,12 @@ def register(subparsers) -> None:
 
 def run_pull(args) -> int:
     from rubrics.judges.extras import explain_missing
+    from rubrics.model_cache import rubrics_cache_dir
 
     try:
         from judge_engine.weights import pull_embedded_model
 
-        path = pull_embedded_model(force=args.force)
+        path = pull_embedded_model(force=args.force, cache_dir=rubrics_cache_dir())
     except ImportError as exc:
         explained = explain_missing(exc)
         print(f"error: {explained or exc}", file=sys.stderr)

@@ -9,18 +9,16 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from judge_engine import block_manager as bm_module
 from judge_engine.block_manager import BlockManager
+from judge_engine.sampler import SamplingParams
+from judge_engine.sequence import Sequence
 
 BS = 4
 NUM_BLOCKS = 12
 PREFIXES = [[1] * 8, [1] * 4 + [2] * 4, [3] * 6]  # overlapping prefixes so that hits and partial hits happen
 
 
-class LiveSeq:
-    def __init__(self, tokens: list[int]) -> None:
-        self.tokens = tokens
-        self.table: list[int] = []
-        self.hashes: list[int] = []
-        self.computed = 0
+def live_sequence(number: int, tokens: list[int]) -> Sequence:
+    return Sequence(f"s{number}", tokens, SamplingParams(max_tokens=1))
 
 
 class BlockPoolMachine(RuleBasedStateMachine):
@@ -30,7 +28,8 @@ class BlockPoolMachine(RuleBasedStateMachine):
         if collide:  # every block under a handful of hashes: only verification keeps the cache correct
             bm_module.block_hash = lambda parent, tokens: sum(tokens) % 3
         self.bm = BlockManager(NUM_BLOCKS, BS)
-        self.live: list[LiveSeq] = []
+        self.live: list[Sequence] = []
+        self.admitted = 0
         # what each block's cache content really is: the token prefix it was computed for
         self.content: dict[int, tuple[int, ...]] = {}
         # what a registered block will hold once the step that fills it has run
@@ -42,72 +41,70 @@ class BlockPoolMachine(RuleBasedStateMachine):
 
     @rule(prefix=st.sampled_from(PREFIXES), suffix=st.lists(st.integers(1, 3), max_size=9))
     def admit(self, prefix: list[int], suffix: list[int]) -> None:
-        seq = LiveSeq(prefix + suffix)
-        match = self.bm.match_prefix(seq.tokens, len(seq.tokens) - 1)
-        for index, block_id in enumerate(match.block_ids):
+        self.admitted += 1
+        seq = live_sequence(self.admitted, prefix + suffix)
+        computed = self.bm.computed_blocks(seq)
+        for index, block_id in enumerate(computed.block_ids):
             # a hit must hold (or, filled by the step being scheduled, will hold) exactly this prefix
             holds = self.content if self.bm.blocks[block_id].computed else self.intended
-            assert holds[block_id] == tuple(seq.tokens[:(index + 1) * BS])
-        need = -(-len(seq.tokens) // BS) - len(match.block_ids)
-        free_after_acquire = self.bm.num_free_blocks - sum(
-            self.bm.blocks[b].ref_count == 0 for b in match.block_ids)
-        if need > free_after_acquire:
+            assert holds[block_id] == tuple(seq.token_ids[:(index + 1) * BS])
+        num_cached = computed.num_tokens(BS)
+        if not self.bm.allocate_slots(seq, seq.num_tokens - num_cached, computed):
+            assert self.bm.block_table(seq) == []
             return
-        self.bm.acquire(match.block_ids)
-        seq.table = list(match.block_ids) + self.bm.allocate(need)
-        seq.hashes = list(match.hashes)
-        seq.computed = len(match.block_ids) * BS
-        for index in range(len(seq.hashes), len(seq.tokens) // BS):
-            self._register(seq, index)
+        seq.num_computed_tokens = num_cached
+        self._register(seq)
         self.live.append(seq)
-        if match.pending:  # admitted into the step that fills its hits: that step runs before anything else
+        if computed.pending:  # admitted into the step that fills its hits: that step runs before anything else
             for other in self.live:
                 self._run(other)
 
-    def _register(self, seq: LiveSeq, index: int) -> None:
-        self.bm.register_full_block(seq.table, seq.hashes, index, seq.tokens)
-        if self.bm.blocks[seq.table[index]].hash == seq.hashes[index]:
-            self.intended[seq.table[index]] = tuple(seq.tokens[:(index + 1) * BS])
+    def _register(self, seq: Sequence) -> None:
+        hashes = self.bm._sequences[seq].hashes  # the chain, to tell which new blocks got indexed
+        first_new = len(hashes)
+        self.bm.register_full_blocks(seq, seq.num_tokens)
+        table = self.bm.block_table(seq)
+        for index in range(first_new, len(hashes)):
+            if self.bm.blocks[table[index]].hash == hashes[index]:
+                self.intended[table[index]] = tuple(seq.token_ids[:(index + 1) * BS])
 
     @precondition(lambda self: self.live)
     @rule(data=st.data())
     def run_step(self, data) -> None:
         self._run(data.draw(st.sampled_from(self.live)))
 
-    def _run(self, seq: LiveSeq) -> None:
-        start = seq.computed // BS
-        for index in range(start, len(seq.table)):
-            if (index + 1) * BS <= len(seq.tokens):
-                self.content[seq.table[index]] = tuple(seq.tokens[:(index + 1) * BS])
-        self.bm.mark_computed(seq.table[start:len(seq.tokens) // BS])
-        seq.computed = len(seq.tokens)
+    def _run(self, seq: Sequence) -> None:
+        table = self.bm.block_table(seq)
+        for index in range(seq.num_computed_tokens // BS, len(table)):
+            if (index + 1) * BS <= seq.num_tokens:
+                self.content[table[index]] = tuple(seq.token_ids[:(index + 1) * BS])
+        self.bm.mark_computed(seq, seq.num_computed_tokens, seq.num_tokens)
+        seq.num_computed_tokens = seq.num_tokens
 
     @precondition(lambda self: self.live)
     @rule(data=st.data(), token=st.integers(1, 3))
     def grow(self, data, token: int) -> None:
         seq = data.draw(st.sampled_from(self.live))
-        if seq.computed < len(seq.tokens):
+        if seq.num_computed_tokens < seq.num_tokens:
             return
-        if len(seq.tokens) % BS == 0:
-            if not self.bm.can_allocate(1):
-                return
-            seq.table += self.bm.allocate(1)
-        seq.tokens.append(token)
-        if len(seq.tokens) % BS == 0:
-            self._register(seq, len(seq.tokens) // BS - 1)
+        if not self.bm.allocate_slots(seq, 1):
+            return
+        seq.token_ids.append(token)
+        self._register(seq)
 
     @precondition(lambda self: self.live)
     @rule(data=st.data())
     def release(self, data) -> None:
         seq = data.draw(st.sampled_from(self.live))
         self.live.remove(seq)
-        self.bm.free(seq.table)
+        self.bm.free_sequence(seq)
 
     @invariant()
     def bookkeeping_is_consistent(self) -> None:
         if hasattr(self, "bm"):
-            self.bm.check_invariants([s.table for s in self.live])
-            in_tables = {b for s in self.live for b in s.table}
+            self.bm.check_invariants()
+            self.bm.check_invariants([self.bm.block_table(s) for s in self.live])
+            in_tables = {b for s in self.live for b in self.bm.block_table(s)}
             free = set(self.bm._free_plain) | set(self.bm._evictable)
             assert not (in_tables & free), "a block is both free and in a table"
 

@@ -23,7 +23,7 @@ GGUF_FAMILIES = {family: {"intermediate_size": 128} for family in ("llama", "qwe
 
 @pytest.fixture(autouse=True)
 def private_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("RUBRICS_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("JUDGE_ENGINE_CACHE", str(tmp_path / "cache"))
 
 
 @pytest.mark.parametrize("family", sorted(GGUF_FAMILIES))

