@@ -12,6 +12,9 @@
    engine does), and the method's own verdict() on the scores.
 4. Prints judgments/s of both, the speed-up (target: at least 5x), and the largest probability difference
    between the two (they should agree to float precision).
+5. With --panel A,B: a two-member embedded panel (methods A and B sharing one engine batch) against one judge
+   with method A, each on a fresh engine: computed prompt tokens and item judgments per second of both, and the
+   ratios. --skip-baseline leaves out steps 3 and 4.
 """
 from __future__ import annotations
 
@@ -64,6 +67,40 @@ def engine_run(folder: Path, method: str, threads: int) -> tuple[float, float, i
     grade_s = time.perf_counter() - started
     judgments = sum(1 for r in results for i in r.items if i.method == "judge" and i.status != "error")
     return load_s, grade_s, judgments, judge, results
+
+
+def panel_comparison(folder: Path, methods: list[str], threads: int, rounds: int = 2) -> None:
+    """One judge (methods[0]) and the panel of methods, each on a fresh engine over the same trajectories,
+    alternated `rounds` times; the fastest round of each counts (a shared machine slows some rounds down)."""
+    import torch
+
+    import rubrics
+    from rubrics.judges.embedded import EmbeddedJudge
+    from rubrics.judges.panel import PanelJudge, PanelMember
+
+    torch.set_num_threads(threads)
+    paths = sorted(folder.glob("*.json"))
+    best: dict[str, tuple[float, int, int, int]] = {}   # label -> (seconds, items, computed, prompt tokens)
+    for _ in range(rounds):
+        for label in ("one judge", "panel"):
+            judge = EmbeddedJudge(method=methods[0])
+            judge.builder  # the model loads before the clock starts
+            graded = judge if label == "one judge" else PanelJudge([PanelMember(judge, m) for m in methods])
+            started = time.perf_counter()
+            results = rubrics.score_many(paths, RUBRIC, judge=graded)
+            seconds = time.perf_counter() - started
+            items = sum(1 for r in results for i in r.items if i.method == "judge" and i.status != "error")
+            stats = judge.stats()
+            if label not in best or seconds < best[label][0]:
+                best[label] = (seconds, items, stats["computed_prompt_tokens"], stats["prompt_tokens"])
+    for label, (seconds, items, computed, prompt) in best.items():
+        name = methods[0] if label == "one judge" else f"panel of {' + '.join(methods)}"
+        print(f"{label:9}: {name}: {items} items in {seconds:.1f}s = {items / seconds:.2f} items/s, "
+              f"computed {computed} of {prompt} prompt tokens (fastest of {rounds} rounds)")
+    one, panel = best["one judge"], best["panel"]
+    print(f"panel / one judge: computed prompt tokens x{panel[2] / one[2]:.2f}, "
+          f"items/s x{(panel[1] / panel[0]) / (one[1] / one[0]):.2f} "
+          f"(the members judged apart would compute about x{len(methods)} the tokens)")
 
 
 def transformers_run(judge, folder: Path, threads: int, limit: int | None) -> tuple[float, int, dict]:
@@ -125,12 +162,22 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--baseline-limit", type=int, default=None,
                         help="grade only the first N prompts with transformers and extrapolate the rate")
+    parser.add_argument("--panel", metavar="A,B",
+                        help="also compare a panel of these embedded methods with one judge (the first method)")
+    parser.add_argument("--skip-baseline", action="store_true", help="leave out the transformers comparison")
     args = parser.parse_args()
+    panel = args.panel.split(",") if args.panel else None
+    if panel and (len(panel) < 2 or any(m not in METHOD_NAMES for m in panel)):
+        parser.error(f"--panel: expected two or more of {', '.join(METHOD_NAMES)}, comma-separated")
 
     method = args.method or DEFAULT_METHOD
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         make_trajectories(folder, args.trajectories)
+        if panel:
+            panel_comparison(folder, panel, args.threads)
+        if args.skip_baseline:
+            return 0
         load_s, grade_s, judgments, judge, results = engine_run(folder, method, args.threads)
         stats = judge.stats()
         engine_rate = judgments / grade_s

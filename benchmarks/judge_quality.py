@@ -94,13 +94,14 @@ def per_domain(reports: dict[str, dict]) -> str:
 
 def main() -> None:
     from judge_engine import LLM
+    from rubrics.judges.embedded import engine_defaults
     from rubrics.judges.methods import METHOD_NAMES
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--method", action="append", choices=METHOD_NAMES, help="default: every method")
     parser.add_argument("--json", help="also write the full reports here")
     args = parser.parse_args()
-    llm = LLM()   # the embedded model, float32
+    llm = LLM(**engine_defaults({}))   # the embedded model as the judge runs it: float32, the product's cache
     total = sum(1 for labels, _ in labelled_sets() for line in labels.read_text().splitlines() if line.strip())
     print(f"{len(labelled_sets())} domains, {total} labels, embedded judge model (float32)")
     reports = {}

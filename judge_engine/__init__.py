@@ -16,7 +16,7 @@ import os
 os.environ.setdefault("MKL_CBWR", "AUTO,STRICT")
 
 __all__ = ["LLM", "LLMEngine", "SamplingParams", "RequestOutput", "RequestMetrics", "ScoreError",
-           "EngineConfig"]
+           "Scored", "TokenUsage", "EngineConfig"]
 
 _EXPORTS = {
     "LLM": "judge_engine.llm",
@@ -25,6 +25,8 @@ _EXPORTS = {
     "RequestOutput": "judge_engine.outputs",
     "RequestMetrics": "judge_engine.outputs",
     "ScoreError": "judge_engine.outputs",
+    "Scored": "judge_engine.outputs",
+    "TokenUsage": "judge_engine.outputs",
     "EngineConfig": "judge_engine.config",
 }
 

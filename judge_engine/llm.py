@@ -15,7 +15,7 @@ from pathlib import Path
 
 from judge_engine.config import EngineConfig
 from judge_engine.engine import LLMEngine
-from judge_engine.outputs import RequestOutput, ScoreError
+from judge_engine.outputs import RequestOutput, Scored, ScoreError, TokenUsage
 from judge_engine.sampler import SamplingParams
 
 __all__ = ["LLM", "LLMEngine", "ScoreError"]
@@ -31,7 +31,7 @@ class _ScorePlan:
     prompt_len: int
     choice_ids: list[list[int]]
 
-    def result(self, index: int, finished: dict[str, RequestOutput]) -> list[float] | ScoreError:
+    def result(self, index: int, finished: dict[str, RequestOutput]) -> Scored | ScoreError:
         outputs = [finished[r] for r in [self.head, *self.tails] if r is not None]
         failed = next((output for output in outputs if output.error is not None), None)
         if failed is not None:
@@ -46,14 +46,16 @@ class _ScorePlan:
                 value += sum(entry[token] for entry, token in
                              zip(tail.prompt_logprobs[start:], tail.prompt_token_ids[start:]))
             row.append(value)
-        return row
+        return Scored(row, sum((output.usage for output in outputs), TokenUsage()))
 
 
 class LLM:
     def __init__(self, model: str | Path | None = None, **options) -> None:
         """model: None for the embedded SmolLM2-135M-Instruct, a local HF folder or a .gguf file.
-        options: the fields of EngineConfig (dtype, device, block_size, max_num_seqs, max_num_batched_tokens,
-        kv_cache_bytes, enable_prefix_caching, attention_backend, gpu_memory_utilization, max_model_len)."""
+        options: the fields of EngineConfig (dtype: None or "auto" picks what is fast on this hardware, else
+        "float32" or "bfloat16"; device, block_size, max_num_seqs, max_num_batched_tokens, kv_cache_bytes,
+        enable_prefix_caching, attention_backend, gpu_memory_utilization, max_model_len; cache_dir: where the
+        embedded model and GGUF conversions are kept, default $JUDGE_ENGINE_CACHE or ~/.cache/judge_engine)."""
         self.engine = LLMEngine(EngineConfig(model=model, **options))
         self._ids = itertools.count()
 
@@ -64,6 +66,16 @@ class LLM:
     @property
     def model_path(self) -> Path:
         return self.engine.model_path
+
+    @property
+    def dtype(self) -> str:
+        """The weights' and activations' dtype ("float32" or "bfloat16")."""
+        return self.engine.config.dtype
+
+    @property
+    def device(self) -> str:
+        """Where the model runs ("cpu" or "cuda")."""
+        return self.engine.device.type
 
     @property
     def max_model_len(self) -> int:
@@ -88,7 +100,15 @@ class LLM:
 
     def score(self, prompts: Prompt | list[Prompt], choices: list[Choice] | list[list[Choice]],
               on_scored: Callable[[int], None] | None = None) -> list[list[float] | ScoreError]:
-        """lps[i][j] = log P(choice j | prompts[i]), summed over the choice's tokens.
+        """lps[i][j] = log P(choice j | prompts[i]), summed over the choice's tokens (score_with_usage, without
+        the usage)."""
+        return [r if isinstance(r, ScoreError) else r.logprobs
+                for r in self.score_with_usage(prompts, choices, on_scored)]
+
+    def score_with_usage(self, prompts: Prompt | list[Prompt], choices: list[Choice] | list[list[Choice]],
+                         on_scored: Callable[[int], None] | None = None) -> list[Scored | ScoreError]:
+        """Scored(logprobs, usage) per prompt: logprobs[j] = log P(choice j | prompts[i]), summed over the choice's
+        tokens; usage counts the prompt tokens of the prompt's sequences and those the prefix cache served.
 
         choices: one list shared by every prompt, or one list per prompt (len(choices) == len(prompts)); a
         choice is a string (tokenized on its own, without special tokens) or a list of token ids. Its ids are

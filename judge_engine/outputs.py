@@ -30,6 +30,23 @@ class RequestMetrics:
         return (self.finished_time - self.first_token_time) / (self.num_output_tokens - 1)
 
 
+@dataclass(frozen=True)
+class TokenUsage:
+    """Prompt tokens one request (or one scored prompt, all of its sequences) put through the engine."""
+    prompt_tokens: int = 0       # every prompt token of its sequences
+    cached_tokens: int = 0       # of those, served by the prefix cache instead of computed
+    output_tokens: int = 0       # generated tokens
+
+    @property
+    def computed_tokens(self) -> int:
+        """Prompt tokens that went through the model (a preempted sequence's recomputation not included)."""
+        return self.prompt_tokens - self.cached_tokens
+
+    def __add__(self, other: "TokenUsage") -> "TokenUsage":
+        return TokenUsage(self.prompt_tokens + other.prompt_tokens, self.cached_tokens + other.cached_tokens,
+                          self.output_tokens + other.output_tokens)
+
+
 @dataclass
 class RequestOutput:
     request_id: str
@@ -51,6 +68,19 @@ class RequestOutput:
     rejected: bool = False
     next_token_logprobs: dict[int, float] | None = None  # add_request(next_token_candidates=...) only
     metrics: RequestMetrics | None = None
+
+    @property
+    def usage(self) -> TokenUsage:
+        """This request's prompt tokens, those its prefix-cache hits served, and its output tokens."""
+        cached = self.metrics.num_cached_tokens if self.metrics is not None else 0
+        return TokenUsage(len(self.prompt_token_ids), cached, len(self.token_ids))
+
+
+@dataclass(frozen=True)
+class Scored:
+    """One prompt's result from LLM.score_with_usage: lps[j] = log P(choice j | prompt), and what it cost."""
+    logprobs: list[float]
+    usage: TokenUsage
 
 
 class ScoreError(ValueError):

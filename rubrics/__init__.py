@@ -27,6 +27,11 @@ _EXPORTS = {
     "Calibration": ("rubrics.judges.methods", "Calibration"),
     "Verdict": ("rubrics.judges.protocol", "Verdict"),
     "NoJudge": ("rubrics.judges.none", "NoJudge"),
+    "PanelJudge": ("rubrics.judges.panel", "PanelJudge"),
+    "PanelMember": ("rubrics.judges.panel", "PanelMember"),
+    "CachedJudge": ("rubrics.judges.cached", "CachedJudge"),
+    "VerdictCache": ("rubrics.judges.verdict_cache", "VerdictCache"),
+    "JudgeUsage": ("rubrics.judges.usage", "JudgeUsage"),
     "MissingExtraError": ("rubrics.judges.extras", "MissingExtraError"),
 }
 _JUDGES = {"EmbeddedJudge": "embedded", "OpenAIJudge": "openai"}

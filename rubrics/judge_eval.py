@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from rubrics.judges.methods.base import Calibration
-from rubrics.judges.protocol import JudgeRequest, Verdict
+from rubrics.judges.protocol import JudgeRequest, MemberVerdict, Verdict
 
 
 DIFFICULTIES = ("clear", "hard")
@@ -42,6 +42,7 @@ class Judged:
     label: Label
     probability: float | None
     error: str | None
+    members: tuple[MemberVerdict, ...] = ()   # a panel judge's members' verdicts
 
     @property
     def item_id(self) -> str:
@@ -152,8 +153,27 @@ def judge_labels(labels: Sequence[Label], rubric: Any, judge: Any) -> tuple[list
         if item is None or item.method != "judge":
             skipped.append(f"{label.source}: {label.item_id!r} is not a judge item of rubric {rubric.id}")
             continue
-        judged.append(Judged(label, item.probability, item.error if item.status == "error" else None))
+        judged.append(Judged(label, item.probability, item.error if item.status == "error" else None,
+                             tuple(item.members or ())))
     return judged, skipped
+
+
+def panel_report(judged: Sequence[Judged]) -> dict[str, Any] | None:
+    """For a panel judge: the members' agreement with one another (Fleiss' kappa) and each member's own agreement
+    with the labels; None when the judge was not a panel."""
+    from dataclasses import asdict
+
+    from rubrics.judges.agreement import panel_agreement
+
+    among = panel_agreement(j.members for j in judged)
+    if among is None:
+        return None
+    members = {}
+    for index, name in enumerate(among.members):
+        alone = [Judged(j.label, j.members[index].probability if len(j.members) > index else None, None)
+                 for j in judged]
+        members[name] = asdict(evaluate(alone).overall)
+    return {"agreement": asdict(among), "members": members}
 
 
 def agreement(pairs: Iterable[tuple[bool, float | None]], threshold: float | dict | None = None) -> Agreement:
@@ -385,8 +405,18 @@ def render_domain_report(output: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def render_panel(panel: dict[str, Any]) -> str:
+    from rubrics.judges.agreement import PanelAgreement, describe
+
+    lines = [describe(PanelAgreement(**panel["agreement"])), "each member alone against the labels:"]
+    lines += [_agreement_row(name, a) for name, a in panel["members"].items()]
+    return "\n".join(lines) + "\n"
+
+
 def render(output: dict[str, Any]) -> str:
     parts = [f"judge: {output['judge']}   labels judged: {output['labels']}\n"]
+    if "panel" in output:
+        parts.append(render_panel(output["panel"]))
     for name, c in output.get("calibration", {}).items():
         parts.append(f"{name} calibration (logistic fit, in-sample): scale = {c['scale']:.4f}  "
                      f"offset = {c['offset']:.4f}\n")

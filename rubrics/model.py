@@ -38,6 +38,27 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+def _member(text: str) -> str:
+    from rubrics.judges.panel_members import parse_member
+
+    parse_member(text)   # ValueError: the accepted forms
+    return text
+
+
+PanelMemberText = Annotated[StrictStr, Field(
+    pattern=rf"^(embedded(:({'|'.join(METHOD_NAMES)}))?|openai:https?://\S+)$", max_length=2048,
+    description="embedded, embedded:METHOD, or openai:URL:MODEL (an OpenAI-compatible server)."),
+    AfterValidator(_member)]
+
+
+class PanelSpec(_Strict):
+    """A panel of judges whose verdicts are combined per item."""
+    members: list[PanelMemberText] = Field(min_length=2, max_length=16)
+    combine: Literal["mean_logit", "majority"] = Field(
+        "mean_logit", description="mean_logit: the sigmoid of the members' mean logit; majority: the members' "
+                                  "vote (the share voting met is the probability).")
+
+
 class JudgeOptions(_Strict):
     """`judge:` of an item in mapping form; the short form `judge: TEXT` means JudgeOptions(text=TEXT)."""
     text: StrictStr = Field(min_length=1, description="What the judge decides (for a penalty: whether it occurred).")
@@ -62,6 +83,9 @@ class JudgeDefaults(_Strict):
         description="A calibration file (`rubric judge-eval --fit-calibration --write`), relative to the rubric file: "
                     "the calibration of the judge that `rubric grade` (without --calibration) and score() "
                     "(without a judge) build. Refused when made for another model or prompt layout.")
+    panel: PanelSpec | None = Field(
+        None, description="Grade judge items with a panel: the judge `rubric grade` (without --judge) and score() "
+                          "(without a judge) build.")
 
 
 class JudgeExampleSpec(_Strict):

@@ -5,6 +5,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from rubrics.judges.protocol import MemberVerdict
+from rubrics.judges.usage import JudgeUsage
+
 
 Fraction = Annotated[float, Field(ge=0.0, le=1.0)]   # a score-like number in [0, 1]
 
@@ -23,6 +26,8 @@ class ItemResult(BaseModel):
     uncertain: bool = Field(False, description="Judge items: the probability lies in the item's uncertain band "
                                                "(default 0.35-0.65, inclusive), so the verdict is close to a coin; "
                                                "score_low and score_high let it fall either way.")
+    members: list[MemberVerdict] | None = Field(None, description="Judge items graded by a panel: each member's "
+                                                                  "verdict (the item's probability combines them).")
 
 
 class Result(BaseModel):
@@ -52,6 +57,10 @@ class Result(BaseModel):
         None, description="Highest score over every way the uncertain items could fall (see score_low). Null when the "
                     "result is incomplete.")
     uncertain_items: int = Field(0, ge=0, description="Number of items flagged uncertain.")
+    judge_usage: JudgeUsage | None = Field(
+        None, description="The judge's work for this trajectory's items: prompt, cached and completion tokens, and "
+                          "verdicts served by the verdict cache. Null when no judge item was graded or the judge "
+                          "reports no usage.")
     reward: Fraction | None = Field(
         None, description="The number a trainer takes: score (reward hard, the default) or expected_score (reward "
                     "expected; then null when the result is incomplete).")

@@ -14,7 +14,8 @@ from typing import Any, Callable, Iterable, Iterator, Literal, Sequence
 
 from rubrics.compiler import CodeStep, JudgeStep, Plan, compile_rubric
 from rubrics.expectation import Band, Outcome, expected_score, hard_score, in_band, score_range
-from rubrics.judges.protocol import Judge, Verdict
+from rubrics.judges.protocol import Judge, Verdict, call_judge
+from rubrics.judges.usage import JudgeUsage, total_usage
 from rubrics.result import ItemResult, Result
 
 Progress = Callable[[int, int], None]   # (trajectories done, total)
@@ -78,30 +79,11 @@ def judge_item_result(step: JudgeStep, verdict: Verdict) -> ItemResult:
                 probability=verdict.probability)
     if verdict.error is not None or verdict.met is None:
         return ItemResult(**base, status="error", evidence=verdict.rationale or "",
-                          error=verdict.error or "the judge returned no verdict")
+                          error=verdict.error or "the judge returned no verdict", members=list(verdict.members) or None)
     evidence = verdict.rationale or (f"judge probability {verdict.probability:.3f} (threshold {step.threshold})"
                                      if verdict.probability is not None else "judge verdict")
     return ItemResult(**base, status="met" if verdict.met else "unmet", evidence=evidence,
-                      uncertain=in_band(verdict.probability, step.uncertain))
-
-
-def call_judge(judge: Judge, requests: list) -> list[Verdict]:
-    """The judge's verdicts, or one error verdict per request when the judge as a whole fails."""
-    from rubrics.judges.extras import explain_missing
-
-    if not requests:
-        return []
-    try:
-        verdicts = list(judge.judge(requests))
-    except Exception as exc:
-        explained = explain_missing(exc)
-        reason = str(explained) if explained else f"judge '{getattr(judge, 'name', judge)}' failed: " \
-                                                  f"{type(exc).__name__}: {exc}"
-        return [Verdict(met=None, probability=None, error=reason) for _ in requests]
-    if len(verdicts) != len(requests):
-        reason = f"judge returned {len(verdicts)} verdicts for {len(requests)} requests"
-        return [Verdict(met=None, probability=None, error=reason) for _ in requests]
-    return verdicts
+                      uncertain=in_band(verdict.probability, step.uncertain), members=list(verdict.members) or None)
 
 
 def outcome(item: ItemResult) -> Outcome:
@@ -123,7 +105,7 @@ def how_sure(items: list[ItemResult], total: int) -> dict[str, float | None]:
 
 
 def assemble(plan: Plan, trajectory, items: list[ItemResult], judge_name: str | None,
-             reward: Reward = "hard") -> Result:
+             reward: Reward = "hard", judge_usage: JudgeUsage | None = None) -> Result:
     gates = [i for i in items if i.kind == "gate"]
     criteria = [i for i in items if i.kind == "criterion"]
     if any(i.status == "unmet" for i in gates):
@@ -140,7 +122,7 @@ def assemble(plan: Plan, trajectory, items: list[ItemResult], judge_name: str | 
                   gates_passed=gates_passed, earned=earned, total=total,
                   complete=all(i.status != "error" for i in items), items=items,
                   errors=[f"{i.id}: {i.error}" for i in items if i.status == "error"], judge=judge_name,
-                  **sure, uncertain_items=sum(i.uncertain for i in items),
+                  **sure, uncertain_items=sum(i.uncertain for i in items), judge_usage=judge_usage,
                   reward=score if reward == "hard" else sure["expected_score"])
 
 
@@ -151,15 +133,23 @@ def failed_result(plan: Plan, failure: LoadFailure, reward: Reward = "hard") -> 
 
 
 def resolve_judge(judge: Judge | None, plan: Plan) -> Judge | None:
-    """The judge to use; None when the rubric has no judge item (then none is ever constructed)."""
+    """The judge to use; None when the rubric has no judge item (then none is ever constructed). Without a judge
+    given: the rubric's `judge: {panel: ...}` when it has one, else the embedded judge; either with the rubric's
+    `judge: {calibration: PATH}` (which calibrates the judge built here, not one passed in)."""
     if not plan.needs_judge:
         return None
-    if judge is None:   # the rubric's `judge: {calibration: PATH}` calibrates the judge built here, not one passed in
-        from rubrics.judges.calibration_file import rubric_calibration_path
-        from rubrics.judges.extras import make_embedded_judge
-        calibration = rubric_calibration_path(plan.rubric)
-        return make_embedded_judge(**({"calibration": calibration} if calibration else {}))
-    return judge
+    if judge is not None:
+        return judge
+    from rubrics.judges.calibration_file import rubric_calibration_path
+    from rubrics.judges.extras import make_embedded_judge
+
+    calibration = rubric_calibration_path(plan.rubric)
+    panel = plan.rubric.judge.panel if plan.rubric.judge is not None else None
+    if panel is not None:
+        from rubrics.judges.panel_members import build_panel, parse_member
+
+        return build_panel([parse_member(m) for m in panel.members], panel.combine, calibration=calibration)
+    return make_embedded_judge(**({"calibration": calibration} if calibration else {}))
 
 
 def grade_plan(plan: Plan, trajectories: Sequence, judge: Judge | None,
@@ -188,7 +178,9 @@ def grade_plan(plan: Plan, trajectories: Sequence, judge: Judge | None,
         else:
             items = [code_items[index][s.item.id] if isinstance(s, CodeStep)
                      else judge_item_result(s, judged[index][s.item.id]) for s in plan.steps]
-            results.append(assemble(plan, trajectory, items, judge_name, reward))
+            usages = [v.usage for v in judged[index].values() if v.usage is not None]
+            results.append(assemble(plan, trajectory, items, judge_name, reward,
+                                    total_usage(usages) if usages else None))
         if progress is not None:
             progress(index + 1, len(trajectories))
     return results

@@ -221,3 +221,50 @@ def test_huge_requests_are_refused_early_and_health_stays_up(serve):
         worker.join(120)
     assert answer["response"].status_code == 400
     assert answer["response"].json()["error"]["code"] == "context_length_exceeded"
+
+
+def grade_cli(*args: str, env_extra: dict | None = None):
+    import os
+    import subprocess
+
+    env = {**os.environ, **(env_extra or {})}
+    return subprocess.run([sys.executable, "-m", "rubrics.cli.main", "grade", str(CFO / "rubric.yaml"),
+                           str(CFO / "trajectories"), "--format", "jsonl", *args], capture_output=True, text=True,
+                          timeout=900, env=env, cwd=ROOT)
+
+
+def test_the_servers_usage_reaches_each_result(serve):
+    import torch
+
+    import rubrics
+
+    torch.set_num_threads(1)
+    results = rubrics.score_many(sorted((CFO / "trajectories").glob("*.json"))[:2], CFO / "rubric.yaml",
+                                 judge=rubrics.OpenAIJudge(base_url=serve.url + "/v1", model=SERVED))
+    for result in results:
+        usage = result.judge_usage
+        # five items share the trajectory's prefix: rubric serve reports the prompt tokens its cache served
+        assert usage.prompt_tokens > 5 * 100 and 0 < usage.cached_tokens < usage.prompt_tokens
+        assert usage.completion_tokens == 5 and usage.cached_verdicts == 0
+
+
+def test_a_panel_of_the_embedded_judge_and_rubric_serve_agrees_with_itself(serve, tmp_path):
+    """Both members run the choice method on the same model, one in process and one over HTTP: they must agree on
+    every item, so the panel's kappa is 1 (a check of the panel's plumbing, not of the judge's quality)."""
+    import json
+
+    done = grade_cli("--judge", "panel", "--panel-member", "embedded:choice", "--panel-member",
+                     f"openai:{serve.url}/v1:{SERVED}", "--cache", str(tmp_path / "v.sqlite"))
+    assert done.returncode == 0, done.stderr
+    results = [json.loads(line) for line in done.stdout.splitlines()]
+    judged = [i for r in results for i in r["items"] if i["method"] == "judge"]
+    assert len(judged) == 40
+    for item in judged:
+        local, remote = item["members"]
+        assert (local["judge"], remote["judge"]) == ("embedded:choice", f"openai:{serve.url}/v1:{SERVED}")
+        assert local["probability"] == pytest.approx(remote["probability"], abs=1e-4)
+    assert "panel agreement: Fleiss' kappa 1.000 over 40 items" in done.stderr
+    again = grade_cli("--judge", "panel", "--panel-member", "embedded:choice", "--panel-member",
+                      f"openai:{serve.url}/v1:{SERVED}", "--cache", str(tmp_path / "v.sqlite"))
+    assert "80 verdicts from the verdict cache" in again.stderr and "judge usage: 0 prompt tokens" in again.stderr
+    assert [json.loads(line)["score"] for line in again.stdout.splitlines()] == [r["score"] for r in results]

@@ -323,9 +323,10 @@ def failed_output_error(output: Any) -> OpenAIError:
 
 
 def usage(output: Any) -> p.Usage:
-    prompt_tokens, completion_tokens = len(output.prompt_token_ids), len(output.token_ids)
-    return p.Usage(prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
-                   total_tokens=prompt_tokens + completion_tokens)
+    spent = output.usage
+    return p.Usage(prompt_tokens=spent.prompt_tokens, completion_tokens=spent.output_tokens,
+                   total_tokens=spent.prompt_tokens + spent.output_tokens,
+                   prompt_tokens_details=p.PromptTokensDetails(cached_tokens=spent.cached_tokens))
 
 
 def sse(request_id: str, events: AsyncIterator[str]) -> StreamingResponse:

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import sys
 
-JUDGES = ("embedded", "openai", "none")
+JUDGES = ("embedded", "openai", "panel", "none")
 FORMATS = ("table", "json", "jsonl")
 REWARDS = ("hard", "expected")
+COMBINES = ("mean_logit", "majority")
 
 
 def band(text: str) -> tuple[float, float]:
@@ -27,14 +28,33 @@ def band(text: str) -> tuple[float, float]:
     return low, high
 
 
+def prices(text: str) -> tuple[float, float]:
+    """--price-per-mtok IN,OUT: two prices >= 0 (per million prompt and generated tokens)."""
+    from argparse import ArgumentTypeError
+
+    wrong = ArgumentTypeError(f"expected IN,OUT prices per million tokens, e.g. 0.15,0.60; got {text!r}")
+    try:
+        price_in, price_out = (float(part) for part in text.split(","))
+    except ValueError:
+        raise wrong from None
+    if not (0.0 <= price_in < float("inf") and 0.0 <= price_out < float("inf")):
+        raise wrong
+    return price_in, price_out
+
+
 def register(subparsers) -> None:
     parser = subparsers.add_parser("grade", help="grade trajectories against a rubric",
                                    description="Grade trajectories (.json/.jsonl files, or directories of them) "
                                                "against a rubric.")
     parser.add_argument("rubric", metavar="RUBRIC")
     parser.add_argument("paths", nargs="+", metavar="TRAJECTORY_OR_DIR")
-    parser.add_argument("--judge", choices=JUDGES, default="embedded",
-                        help="judge for judge items (default: embedded; none reports them as not evaluated)")
+    parser.add_argument("--judge", choices=JUDGES,
+                        help="judge for judge items (default: the rubric's judge: panel when it has one, else "
+                             "embedded; none reports them as not evaluated)")
+    parser.add_argument("--panel-member", action="append", metavar="MEMBER", default=[],
+                        help="with --judge panel, once per member: embedded, embedded:METHOD or openai:URL:MODEL")
+    parser.add_argument("--panel-combine", choices=COMBINES,
+                        help="how a panel combines its members' verdicts (default: the rubric's, else mean_logit)")
     parser.add_argument("--model", help="judge model: a local HF folder or .gguf (embedded), or a model name (openai)")
     parser.add_argument("--base-url", help="OpenAI-compatible server, e.g. http://localhost:8000/v1 (--judge openai)")
     parser.add_argument("--calibration", metavar="FILE",
@@ -46,6 +66,11 @@ def register(subparsers) -> None:
     parser.add_argument("--uncertain", type=band, metavar="LOW,HIGH",
                         help="judge probabilities in this band (inclusive) mark an item uncertain; overrides the "
                              "rubric's judge: uncertain, not an item's own (default 0.35,0.65)")
+    parser.add_argument("--cache", metavar="PATH",
+                        help="verdict cache file (default: verdicts.sqlite in $RUBRICS_CACHE or ~/.cache/agent-rubrics)")
+    parser.add_argument("--no-cache", action="store_true", help="judge every item again; read and write no cache")
+    parser.add_argument("--price-per-mtok", type=prices, metavar="IN,OUT",
+                        help="print the judging cost at these prices per million prompt and generated tokens")
     parser.add_argument("--reward", choices=REWARDS, default="hard",
                         help="what the reward field of json/jsonl output holds: hard = score (default), "
                              "expected = expected_score")
@@ -85,16 +110,31 @@ def collect_trajectories(paths: list[str]):
     return loaded, errors
 
 
+def judge_kind(args, plan) -> str:
+    """--judge, else the rubric's choice: panel when its judge: defaults have one, else embedded."""
+    if args.judge:
+        return args.judge
+    if args.panel_member:
+        args.parser.error("--panel-member needs --judge panel")
+    rubric_judge = plan.rubric.judge if plan is not None else None
+    return "panel" if rubric_judge is not None and rubric_judge.panel is not None else "embedded"
+
+
 def make_judge(args, plan=None):
-    """The judge the options ask for; a judge that cannot be built grades nothing and says why."""
+    """The judge the options ask for (with the verdict cache unless --no-cache); a judge that cannot be built
+    grades nothing and says why."""
     from rubrics.judges import NoJudge, UnavailableJudge
     from rubrics.judges.extras import MissingExtraError, import_judge_class, make_embedded_judge
 
-    if args.judge == "none":
+    kind = judge_kind(args, plan)
+    if kind == "none":
         return NoJudge()
     calibration = calibration_option(args, plan)
+    cache = verdict_cache(args)
     try:
-        if args.judge == "openai":
+        if kind == "panel":
+            return make_panel(args, plan, calibration, cache)
+        if kind == "openai":
             try:   # OpenAIJudge reads its API key from the environment
                 judge = import_judge_class("openai", "OpenAIJudge")(base_url=args.base_url, model=args.model,
                                                                     **calibration)
@@ -109,9 +149,38 @@ def make_judge(args, plan=None):
                 args.parser.error(str(exc))
     except MissingExtraError as exc:
         warn(f"error: {exc}")
-        return UnavailableJudge(f"not evaluated: {exc}", name=args.judge)
+        return UnavailableJudge(f"not evaluated: {exc}", name=kind)
     check_calibrated_methods(args, judge, plan)
-    return judge
+    if cache is None:
+        return judge
+    from rubrics.judges.cached import CachedJudge
+
+    return CachedJudge(judge, cache)
+
+
+def make_panel(args, plan, calibration: dict, cache):
+    """--judge panel: the --panel-member members, else the rubric's judge: panel."""
+    from rubrics.judges.panel_members import build_panel, parse_member
+
+    spec = plan.rubric.judge.panel if plan is not None and plan.rubric.judge is not None else None
+    texts = args.panel_member or (spec.members if spec is not None else [])
+    if len(texts) < 2:
+        args.parser.error("--judge panel needs at least two --panel-member (or a rubric with judge: panel)")
+    combine = args.panel_combine or (spec.combine if spec is not None else "mean_logit")
+    try:
+        members = [parse_member(text) for text in texts]
+        return build_panel(members, combine, embedded_model=args.model, cache=cache, **calibration)
+    except ValueError as exc:
+        args.parser.error(f"--judge panel: {exc}")
+
+
+def verdict_cache(args):
+    """The verdict cache (None with --no-cache)."""
+    if args.no_cache:
+        return None
+    from rubrics.judges.verdict_cache import VerdictCache
+
+    return VerdictCache(args.cache)
 
 
 def calibration_option(args, plan) -> dict:
@@ -151,6 +220,8 @@ def run(args) -> int:
 
     if args.judge == "openai" and not args.base_url:
         args.parser.error("--judge openai needs --base-url")
+    if args.cache and args.no_cache:
+        args.parser.error("--cache and --no-cache exclude each other")
     rubric, problems, source = analyze_rubric(Path(args.rubric))
     for problem in problems:
         if problem.severity == "error":
@@ -166,6 +237,9 @@ def run(args) -> int:
     with judge_progress(judge):
         results = grade_plan(plan, trajectories, judge, reward=args.reward)
     write_results(results, args)
+    from rubrics.cli.judge_report import judge_report_lines
+    for line in judge_report_lines(results, args.price_per_mtok):
+        warn(line)
     incomplete = [r for r in results if not r.complete]
     if incomplete and (args.format != "table" or args.output):   # the table itself says so otherwise
         not_evaluated = sum(1 for r in incomplete for i in r.items if i.status == "error")

@@ -23,6 +23,12 @@ def register(subparsers) -> None:
     parser.add_argument("--model", help="judge model (local HF folder or .gguf for embedded; a name for openai)")
     parser.add_argument("--base-url", help="OpenAI-compatible server (--judge openai)")
     parser.add_argument("--method", choices=METHOD_NAMES, help="verdict method for items naming none")
+    parser.add_argument("--panel-member", action="append", default=[], metavar="MEMBER",
+                        help="evaluate a panel instead of one judge, once per member (embedded, embedded:METHOD or "
+                             "openai:URL:MODEL); reports the members' agreement (Fleiss' kappa) and each member's "
+                             "figures too")
+    parser.add_argument("--panel-combine", choices=("mean_logit", "majority"), default="mean_logit",
+                        help="how the panel combines its members' verdicts")
     parser.add_argument("--no-examples", action="store_true", help="drop the items' few-shot examples")
     parser.add_argument("--fit-thresholds", action="store_true", help="propose a threshold per item")
     parser.add_argument("--fit-calibration", action="store_true",
@@ -59,6 +65,18 @@ def build_judge(args, method: str | None, *, raw: bool):
     return make_embedded_judge(**options)
 
 
+def build_panel_judge(args):
+    from rubrics.judges.panel_members import build_panel, parse_member
+
+    if len(args.panel_member) < 2:
+        args.parser.error("a panel needs at least two --panel-member")
+    try:
+        return build_panel([parse_member(m) for m in args.panel_member], args.panel_combine,
+                           embedded_model=args.model)
+    except ValueError as exc:
+        args.parser.error(str(exc))
+
+
 def judge_all(args, judge) -> tuple[list, list[str]]:
     from rubrics import judge_eval as je
     from rubrics.loading import load_rubric
@@ -87,7 +105,13 @@ def run(args) -> int:
                           "fitted)")
     if args.write and not args.fit_calibration:
         args.parser.error("--write needs --fit-calibration (it writes the fitted calibration)")
-    judge = build_judge(args, args.method, raw=fitting)   # fits work on the method's raw scores
+    if args.panel_member and (fitting or args.method or args.judge != "embedded"):
+        args.parser.error("--panel-member names the members' judges and methods: it goes without --method, --judge, "
+                          "--fit-calibration and --cross-validate")
+    if args.panel_member:
+        judge = build_panel_judge(args)
+    else:
+        judge = build_judge(args, args.method, raw=fitting)   # fits work on the method's raw scores
     try:
         judged, skipped = judge_all(args, judge)
     except (je.LabelsError, OSError) as exc:
@@ -96,6 +120,9 @@ def run(args) -> int:
     for line in skipped:
         print(f"warning: {line}", file=sys.stderr)
     output = {"judge": getattr(judge, "name", "?"), "labels": len(judged)}
+    panel = je.panel_report(judged)
+    if panel is not None:
+        output["panel"] = panel
     if args.cross_validate:
         try:
             output["cross_validation"] = je.domain_report(args.method, judged)

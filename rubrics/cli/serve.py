@@ -59,8 +59,10 @@ def positive_int(text: str) -> int:
 def engine_config(args):
     from judge_engine.config import EngineConfig
 
+    from rubrics.model_cache import rubrics_cache_dir
+
     options = {"model": args.model, "device": args.device, "dtype": args.dtype, "max_num_seqs": args.max_num_seqs,
-               "max_num_batched_tokens": args.max_num_batched_tokens}
+               "max_num_batched_tokens": args.max_num_batched_tokens, "cache_dir": str(rubrics_cache_dir())}
     if args.max_model_len:
         options["max_model_len"] = args.max_model_len
     if args.kv_cache_bytes:

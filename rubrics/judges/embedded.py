@@ -10,7 +10,7 @@ Reasoned mode first generates a short greedy rationale, then scores the answers 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from rubrics.judges.calibration_file import ModelIdentity, judge_calibrations
@@ -18,6 +18,7 @@ from rubrics.judges.methods import DEFAULT_METHOD, Calibration, JudgeMethod, Jud
     ScoredPrompt
 from rubrics.judges.prompt_ids import BuiltPrompt, PromptBuilder, PromptError, PromptRequest
 from rubrics.judges.protocol import JudgeRequest, Verdict
+from rubrics.judges.usage import JudgeUsage
 
 EMBEDDED_MODEL_NAME = "SmolLM2-135M-Instruct"
 
@@ -32,6 +33,7 @@ class PlannedRequest:
     error: str | None = None
     rationale: str | None = None      # reasoned mode: generated before scoring
     jobs: list[int] = field(default_factory=list)   # indexes into the batch's score jobs, one per prompt
+    usage: JudgeUsage = field(default_factory=JudgeUsage)   # the model work this request was first to ask for
 
     @property
     def main(self) -> BuiltPrompt:
@@ -87,7 +89,7 @@ class EmbeddedJudge:
         if self._llm is None:
             from judge_engine import LLM
 
-            self._llm = LLM(model=self.model, **self.engine_options)
+            self._llm = LLM(model=self.model, **engine_defaults(self.engine_options))
         return self._llm
 
     @property
@@ -118,6 +120,25 @@ class EmbeddedJudge:
         except ValueError as exc:   # a request naming no registered method: its own error, not the batch's
             return PlannedRequest(request, self.methods.named(self.method), [], error=str(exc))
         return PlannedRequest(request, method, method.prompts(request.item))
+
+    def cache_keys(self, requests: Sequence[JudgeRequest]) -> list[str | None]:
+        """Each request's verdict-cache key: the model's weights, dtype and device, the method, its calibration,
+        the threshold, the reasoned-mode budget, and the exact token ids of every prompt and answer scored (None: a
+        request whose prompts cannot be built)."""
+        from rubrics.judges.verdict_cache import verdict_key
+
+        identity = self.identity()
+        config = model_config_sha256(self.llm.model_path)
+        return [None if p.error is not None else verdict_key({
+            "judge": "embedded", "weights_sha256": identity.weights_sha256, "config_sha256": config,
+            "method": p.method.name,
+            "numerics": [self.llm.dtype, self.llm.device],   # bfloat16 or a GPU gives other probabilities
+            "calibration": [p.method.calibration.scale, p.method.calibration.offset],
+            "threshold": p.request.item.threshold,
+            "reasoning": None if self._reasoning(p) is None else [self._reasoning(p).max_tokens,
+                                                                   self._reasoning(p).follow_up],
+            "prompts": [[list(prompt.ids), [list(c) for c in prompt.choices]] for prompt in p.prompts]})
+            for p in self.build_prompts(requests)]
 
     def judge(self, requests: Sequence[JudgeRequest]) -> list[Verdict]:
         if not requests:
@@ -153,6 +174,7 @@ class EmbeddedJudge:
                 p.error = f"reasoned mode: rationale generation failed: {failure}"
             else:
                 p.rationale = self.llm.tokenizer.decode(list(output.token_ids), skip_special_tokens=True).strip()
+                p.usage += JudgeUsage.from_engine(output.usage)
 
     def _reasoning(self, planned: PlannedRequest) -> Reasoning | None:
         return planned.specs[-1].reasoning
@@ -161,13 +183,15 @@ class EmbeddedJudge:
     def _verdicts(self, planned: list[PlannedRequest]) -> list[Verdict]:
         jobs: list[ScoreJob] = []
         weights: list[int] = []  # judgments each job completes (for the progress bar)
-        slot: dict[ScoreJob, int] = {}  # identical jobs are scored once (content-free baselines)
+        first_asked: list[PlannedRequest] = []  # whose usage a job's tokens count in (shared jobs count once)
+        slot: dict[ScoreJob, int] = {}  # identical jobs are scored once (content-free baselines, panel members)
 
-        def submit(job: ScoreJob, weight: int) -> int:
+        def submit(job: ScoreJob, weight: int, asker: PlannedRequest) -> int:
             if job not in slot:
                 slot[job] = len(jobs)
                 jobs.append(job)
                 weights.append(0)
+                first_asked.append(asker)
             weights[slot[job]] += weight
             return slot[job]
 
@@ -180,19 +204,32 @@ class EmbeddedJudge:
                 if reasoning is not None:
                     ids = ids + self.builder.follow_up(p.rationale or "", reasoning.follow_up)
                 job = ScoreJob(tuple(ids), tuple(map(tuple, prompt.choices)))
-                p.jobs.append(submit(job, weight=1 if position == len(p.prompts) - 1 else 0))
+                p.jobs.append(submit(job, 1 if position == len(p.prompts) - 1 else 0, p))
         scores = score_jobs(self.llm, jobs, weights, self.progress)
+        for asker, scored in zip(first_asked, scores):
+            if not isinstance(scored, str):
+                asker.usage += JudgeUsage.from_engine(scored.usage)
         return [self._verdict(p, scores) for p in planned]
 
     def _verdict(self, planned: PlannedRequest, scores: list) -> Verdict:
         if planned.error is not None:
-            return Verdict(met=None, probability=None, error=planned.error)
+            return Verdict(met=None, probability=None, error=planned.error, usage=planned.usage)
         failure = next((scores[j] for j in planned.jobs if isinstance(scores[j], str)), None)
         if failure is not None:
-            return Verdict(met=None, probability=None, error=f"engine could not score the prompt: {failure}")
-        scored = [ScoredPrompt(tuple(scores[j]), tuple(map(len, prompt.choices)), planned.rationale)
+            return Verdict(met=None, probability=None, error=f"engine could not score the prompt: {failure}",
+                           usage=planned.usage)
+        scored = [ScoredPrompt(tuple(scores[j].logprobs), tuple(map(len, prompt.choices)), planned.rationale)
                   for j, prompt in zip(planned.jobs, planned.prompts)]
-        return planned.method.verdict(planned.request.item, scored)
+        return replace(planned.method.verdict(planned.request.item, scored), usage=planned.usage)
+
+
+def engine_defaults(options: dict[str, Any]) -> dict[str, Any]:
+    """The engine options the judge runs with: float32 unless asked (the shipped calibrations, the golden figures and
+    the verdict cache assume it, and it gives the same probabilities on every CPU, whatever the engine would pick
+    for speed), and the product's cache directory for the model unless given."""
+    from rubrics.model_cache import rubrics_cache_dir
+
+    return {"dtype": "float32", "cache_dir": str(rubrics_cache_dir()), **options}
 
 
 def embedded_identity(model: str | None, llm: Any = None) -> ModelIdentity:
@@ -203,13 +240,26 @@ def embedded_identity(model: str | None, llm: Any = None) -> ModelIdentity:
 
     if model is None and llm is None:   # the default: verified against this digest when it was installed
         return ModelIdentity(EMBEDDED_MODEL_NAME, EMBEDDED_GGUF_SHA256)
-    path = Path(llm.model_path) if llm is not None else resolve_model_path(model)
+    from rubrics.model_cache import rubrics_cache_dir
+
+    cache_dir = rubrics_cache_dir()
+    path = Path(llm.model_path) if llm is not None else resolve_model_path(model, cache_dir)
     if path.is_file():   # a .gguf (the engine converts it; the conversion is a function of the file)
         from judge_engine.models.gguf import file_sha256
 
-        digest = file_sha256(path)
+        digest = file_sha256(path, cache_dir)
         return ModelIdentity(EMBEDDED_MODEL_NAME if digest == EMBEDDED_GGUF_SHA256 else path.stem, digest)
     return ModelIdentity(path.name, weights_sha256(path))
+
+
+def model_config_sha256(path: Any) -> str | None:
+    """An HF folder's config.json digest (the same weights under another config compute other probabilities);
+    None for a .gguf, whose digest covers its config already."""
+    import hashlib
+    from pathlib import Path
+
+    config = Path(path) / "config.json"
+    return hashlib.sha256(config.read_bytes()).hexdigest() if config.is_file() else None
 
 
 def weights_sha256(folder: Any) -> str:
@@ -220,7 +270,9 @@ def weights_sha256(folder: Any) -> str:
     from judge_engine.models.gguf import file_sha256
     from judge_engine.models.loader import safetensors_files
 
-    digests = [(file.name, file_sha256(file)) for file in safetensors_files(folder)]
+    from rubrics.model_cache import rubrics_cache_dir
+
+    digests = [(file.name, file_sha256(file, rubrics_cache_dir())) for file in safetensors_files(folder)]
     if len(digests) == 1:
         return digests[0][1]
     return hashlib.sha256("".join(f"{name} {digest}\n" for name, digest in sorted(digests)).encode()).hexdigest()
@@ -236,8 +288,9 @@ def max_model_len(llm: Any) -> int:
     return min(limits)
 
 
-def score_jobs(llm: Any, jobs: list[ScoreJob], weights: list[int], progress: Any = None) -> list[list[float] | str]:
-    """All jobs in one LLM.score batch; each result is the choices' log-probabilities or the engine's reason.
+def score_jobs(llm: Any, jobs: list[ScoreJob], weights: list[int], progress: Any = None) -> list[Any]:
+    """All jobs in one LLM.score batch; each result is a judge_engine Scored (the choices' log-probabilities and
+    the tokens it cost) or the engine's reason (a str).
 
     weights[i]: how many judgments job i completes, for progress(done, total, engine stats)."""
     if not jobs:
@@ -253,8 +306,8 @@ def score_jobs(llm: Any, jobs: list[ScoreJob], weights: list[int], progress: Any
             progress(done, total, llm.stats())
 
     try:
-        results = llm.score([list(job.prompt) for job in jobs], [[list(c) for c in job.choices] for job in jobs],
-                            on_scored=scored)
+        results = llm.score_with_usage([list(job.prompt) for job in jobs],
+                                       [[list(c) for c in job.choices] for job in jobs], on_scored=scored)
     except ScoreError as exc:  # every job failed: LLM.score raises the first reason instead of returning them
         return [exc.message] * len(jobs)
     except Exception as exc:  # noqa: BLE001 - an engine failure mid-batch makes every item an error, none raises

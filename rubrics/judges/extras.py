@@ -63,7 +63,8 @@ def require_engine() -> None:
 
 
 def make_embedded_judge(**options):
-    """The default judge: `judge=None` (and `rubric grade` without --judge) means the embedded engine judge."""
+    """The default judge: `judge=None` (and `rubric grade` without --judge) means the embedded engine judge (its
+    engine options default to rubrics.judges.embedded.engine_defaults: float32, the model in $RUBRICS_CACHE)."""
     require_engine()
     cls = import_judge_class("embedded", "EmbeddedJudge")
     try:

@@ -19,7 +19,7 @@ import math
 import os
 import threading
 from collections.abc import Coroutine, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -31,6 +31,7 @@ from rubrics.judges.methods import DEFAULT_HTTP_METHOD, Calibration, JudgeMethod
     ScoredPrompt
 from rubrics.judges.openai_http import JudgeHTTPError, RetryPolicy, get_json, post_json
 from rubrics.judges.protocol import JudgeItem, JudgeRequest, Verdict
+from rubrics.judges.usage import JudgeUsage
 
 API_KEY_VARIABLES = ("RUBRICS_OPENAI_API_KEY", "OPENAI_API_KEY")
 # OpenAI and vLLM cap top_logprobs at 20; more would be rejected by some servers.
@@ -140,6 +141,36 @@ class OpenAIJudge:
         self.model = ids[0]
         self.name = f"openai:{self.model}"
 
+    def cache_keys(self, requests: Sequence[JudgeRequest]) -> list[str | None]:
+        """Each request's verdict-cache key: the server's URL and model, the method, its calibration, the
+        threshold, and the body of each call its verdict starts from (the first of a reasoned prompt: the
+        answer's call depends on the rationale it returns). None for every request while the model is unnamed
+        (no --model and not yet asked of the server): the key must say which model answered."""
+        from rubrics.judges.verdict_cache import verdict_key
+
+        if self.model is None:
+            return [None] * len(requests)
+        keys: list[str | None] = []
+        for request in requests:
+            try:
+                method = self.methods.for_item(request.item, self.method)
+            except ValueError:
+                keys.append(None)
+                continue
+            bodies = [self._first_body(request, spec) for spec in method.prompts(request.item)]
+            keys.append(verdict_key({
+                "judge": "openai", "url": self.url, "model": self.model, "method": method.name,
+                "calibration": [method.calibration.scale, method.calibration.offset],
+                "threshold": request.item.threshold, "bodies": bodies}))
+        return keys
+
+    def _first_body(self, request: JudgeRequest, spec: PromptSpec) -> dict[str, Any]:
+        messages = spec_messages(request, spec)
+        if spec.reasoning is None:
+            return self.payload(messages, max_tokens=1, logprobs=True)
+        return {"rationale": self.payload(messages, max_tokens=spec.reasoning.max_tokens, logprobs=False),
+                "follow_up": spec.reasoning.follow_up, "answer_logprobs": self.top_logprobs}
+
     # ---------------------------------------------------------------- one request
 
     async def _judge_one(self, client: httpx.AsyncClient, gate: asyncio.Semaphore,
@@ -154,26 +185,28 @@ class OpenAIJudge:
                 f"method {method.name!r} needs prompt log-probabilities, which OpenAI-compatible chat servers do "
                 f"not return; use a method that runs over HTTP (choice) with --judge openai, or the embedded judge"))
         specs = method.prompts(item)
+        spent: list[JudgeUsage] = []   # each answered call's usage, as the server reported it
         try:
             scored = []
             async with gate:
                 for spec in specs:
-                    scored.append(await self._score_spec(client, request, spec))
-            return verdict_from_scores(method, item, specs, scored)
+                    scored.append(await self._score_spec(client, request, spec, spent))
+            verdict = verdict_from_scores(method, item, specs, scored)
         except (JudgeHTTPError, JudgeAnswerError) as exc:
-            return Verdict(met=None, probability=None, error=str(exc))
+            verdict = Verdict(met=None, probability=None, error=str(exc))
         except Exception as exc:  # noqa: BLE001 - one broken request must never sink the batch
-            return Verdict(met=None, probability=None, error=f"judge call failed: {type(exc).__name__}: {exc}")
+            verdict = Verdict(met=None, probability=None, error=f"judge call failed: {type(exc).__name__}: {exc}")
+        return replace(verdict, usage=sum(spent, JudgeUsage()))
 
-    async def _score_spec(self, client: httpx.AsyncClient, request: JudgeRequest,
-                          spec: PromptSpec) -> ScoredPrompt | AnswerText:
+    async def _score_spec(self, client: httpx.AsyncClient, request: JudgeRequest, spec: PromptSpec,
+                          spent: list[JudgeUsage]) -> ScoredPrompt | AnswerText:
         """The answers' log-probabilities for one of the method's prompts; without them, the answer's text."""
-        messages = prompts.chat_messages(request.context, spec.instructions, spec.item, content_free=spec.content_free)
+        messages = spec_messages(request, spec)
         rationale = None
         if spec.reasoning is not None:
-            rationale = await self._rationale(client, messages, spec.reasoning.max_tokens)
+            rationale = await self._rationale(client, messages, spec.reasoning.max_tokens, spent)
             messages = messages + spec.reasoning.turns_after(rationale)
-        body = await self._post(client, messages, max_tokens=1, logprobs=True)
+        body = await self._post(client, messages, max_tokens=1, logprobs=True, spent=spent)
         choice = first_choice(body)
         answers = tuple(piece.text for piece in spec.choices)
         logprobs = answer_logprobs(choice, answers)
@@ -181,23 +214,34 @@ class OpenAIJudge:
             return ScoredPrompt(logprobs, (1,) * len(answers), rationale)
         return AnswerText((choice.get("message") or {}).get("content"), rationale)
 
-    async def _rationale(self, client: httpx.AsyncClient, messages: list[dict[str, Any]], max_tokens: int) -> str:
-        body = await self._post(client, messages, max_tokens=max_tokens, logprobs=False)
+    async def _rationale(self, client: httpx.AsyncClient, messages: list[dict[str, Any]], max_tokens: int,
+                         spent: list[JudgeUsage]) -> str:
+        body = await self._post(client, messages, max_tokens=max_tokens, logprobs=False, spent=spent)
         text = (first_choice(body).get("message") or {}).get("content")
         if not isinstance(text, str) or not text.strip():
             raise JudgeAnswerError(f"{self.url} returned an empty rationale in reasoned mode")
         return text.strip()
 
-    async def _post(self, client: httpx.AsyncClient, messages: list[dict[str, Any]], *, max_tokens: int,
-                    logprobs: bool) -> dict[str, Any]:
+    def payload(self, messages: list[dict[str, Any]], *, max_tokens: int, logprobs: bool) -> dict[str, Any]:
+        """The request body of one call (the verdict cache keys on it)."""
         payload: dict[str, Any] = {"model": self.model, "messages": messages, "max_tokens": max_tokens,
                                    "temperature": 0.0}
         if self.seed is not None:
             payload["seed"] = self.seed
         if logprobs:
             payload.update(logprobs=True, top_logprobs=self.top_logprobs)
-        return await post_json(client, self.url, payload, deadline_s=self.timeout, policy=self.policy,
-                               headers=self._headers)
+        return payload
+
+    async def _post(self, client: httpx.AsyncClient, messages: list[dict[str, Any]], *, max_tokens: int,
+                    logprobs: bool, spent: list[JudgeUsage]) -> dict[str, Any]:
+        body = await post_json(client, self.url, self.payload(messages, max_tokens=max_tokens, logprobs=logprobs),
+                               deadline_s=self.timeout, policy=self.policy, headers=self._headers)
+        spent.append(JudgeUsage.from_openai(body))
+        return body
+
+
+def spec_messages(request: JudgeRequest, spec: PromptSpec) -> list[dict[str, Any]]:
+    return prompts.chat_messages(request.context, spec.instructions, spec.item, content_free=spec.content_free)
 
 
 # -------------------------------------------------------------------- reading a verdict

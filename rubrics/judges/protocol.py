@@ -10,6 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol, Sequence, runtime_checkable
 
+from pydantic import BaseModel, ConfigDict, Field
+
+from rubrics.judges.usage import JudgeUsage
+
 
 @dataclass(frozen=True)
 class EvidenceBlock:
@@ -60,12 +64,23 @@ class JudgeRequest:
     item: JudgeItem
 
 
+class MemberVerdict(BaseModel):
+    """One panel member's verdict on an item (rubrics/judges/panel.py)."""
+    model_config = ConfigDict(frozen=True)
+    judge: str = Field(description="The member, e.g. embedded:likelihood or openai:MODEL.")
+    met: bool | None = Field(description="Null when the member could not judge the item.")
+    probability: float | None = None
+    error: str | None = None
+
+
 @dataclass(frozen=True)
 class Verdict:
     met: bool | None            # None when error
     probability: float | None
     rationale: str | None = None
     error: str | None = None
+    usage: JudgeUsage | None = None     # the model work done for this verdict; None when the judge does not say
+    members: tuple[MemberVerdict, ...] = ()   # a panel's verdict: each member's own
 
 
 @runtime_checkable
@@ -75,3 +90,22 @@ class Judge(Protocol):
     def judge(self, requests: Sequence[JudgeRequest]) -> list[Verdict]:
         """Same order and length as requests; one bad request gets an error verdict, never an exception."""
         ...
+
+
+def call_judge(judge: Judge, requests: list) -> list[Verdict]:
+    """The judge's verdicts, or one error verdict per request when the judge as a whole fails."""
+    from rubrics.judges.extras import explain_missing
+
+    if not requests:
+        return []
+    try:
+        verdicts = list(judge.judge(requests))
+    except Exception as exc:
+        explained = explain_missing(exc)
+        reason = str(explained) if explained else f"judge '{getattr(judge, 'name', judge)}' failed: " \
+                                                  f"{type(exc).__name__}: {exc}"
+        return [Verdict(met=None, probability=None, error=reason) for _ in requests]
+    if len(verdicts) != len(requests):
+        reason = f"judge returned {len(verdicts)} verdicts for {len(requests)} requests"
+        return [Verdict(met=None, probability=None, error=reason) for _ in requests]
+    return verdicts

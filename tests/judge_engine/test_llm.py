@@ -169,6 +169,24 @@ def test_score_reuses_the_prompt_blocks_across_choices(llm):
     assert computed == 64 + sum(n for n in lengths if n > 1)
 
 
+def test_score_with_usage_attributes_the_batch_tokens_to_each_prompt(llm):
+    shared = random_prompt(48, 40)
+    prompts = [shared + [7, 8], shared + [9], random_prompt(49, 12)]
+    before = llm.stats()
+    results = llm.score_with_usage(prompts, [" yes", " no", " maybe"])
+    after = llm.stats()
+    assert [r.logprobs for r in results] == llm.score(prompts, [" yes", " no", " maybe"])
+    usage = [r.usage for r in results]
+    for key, field in (("prompt_tokens", "prompt_tokens"), ("cached_prompt_tokens", "cached_tokens"),
+                       ("computed_prompt_tokens", "computed_tokens")):
+        assert sum(getattr(u, field) for u in usage) == after[key] - before[key], key
+    assert usage[1].cached_tokens >= 40 - 4     # the shared prefix's full blocks, computed by the first prompt
+    assert all(u.output_tokens == 0 for u in usage)
+    again = llm.score_with_usage(prompts, [" yes", " no", " maybe"])
+    assert [r.logprobs for r in again] == [r.logprobs for r in results]
+    assert all(r.usage.computed_tokens < u.prompt_tokens for r, u in zip(again, usage))   # prefix hits now
+
+
 def test_a_single_multi_token_choice_is_scored_by_its_own_sequence_alone(llm):
     prompt = random_prompt(46, 64)
     statement = " maybe maybe"
@@ -284,6 +302,8 @@ def test_request_metrics(llm):
     [out] = llm.generate([random_prompt(55, 6)], greedy(5))
     m = out.metrics
     assert m.time_to_first_token > 0 and m.time_per_output_token > 0 and m.num_output_tokens == 5
+    assert (out.usage.prompt_tokens, out.usage.output_tokens) == (6, 5)
+    assert out.usage.computed_tokens == 6 - m.num_cached_tokens
 
 
 def test_stats_have_the_spec_keys_and_add_up(tiny_llama):

@@ -79,6 +79,16 @@ def test_completion_matches_the_engine_run_offline(client, engine):
     assert response.json()["usage"]["completion_tokens"] == len(expected.token_ids)
 
 
+def test_usage_reports_the_prompt_tokens_the_prefix_cache_served(client):
+    prompt = "A long shared prompt about grading agents. " * 12   # several full KV blocks
+    bodies = [client.post("/v1/completions", json={"model": MODEL, "prompt": prompt, "max_tokens": 1}).json()
+              for _ in range(2)]
+    first, second = (body["usage"] for body in bodies)
+    assert first["prompt_tokens"] == second["prompt_tokens"] > 32
+    assert second["prompt_tokens_details"]["cached_tokens"] > first["prompt_tokens_details"]["cached_tokens"]
+    assert second["prompt_tokens_details"]["cached_tokens"] >= second["prompt_tokens"] - 32
+
+
 def test_chat_applies_the_template_and_returns_top_logprobs(client, engine):
     response = client.post("/v1/chat/completions", json=chat("Did the agent email the CFO?", max_tokens=4,
                                                              logprobs=True, top_logprobs=5))
@@ -126,7 +136,12 @@ def test_streamed_chat_adds_up_to_the_whole_answer(client):
     assert text == whole["choices"][0]["message"]["content"]
     finishes = [e["choices"][0]["finish_reason"] for e in events if e["choices"]]
     assert finishes[-1] == whole["choices"][0]["finish_reason"] and set(finishes[:-1]) == {None}
-    assert events[-1]["choices"] == [] and events[-1]["usage"] == whole["usage"]
+    streamed_usage = events[-1]["usage"]
+    assert events[-1]["choices"] == []
+    # the second run of the same prompt is served from the prefix cache: only the cached count differs
+    assert streamed_usage.pop("prompt_tokens_details")["cached_tokens"] > 0
+    whole["usage"].pop("prompt_tokens_details")
+    assert streamed_usage == whole["usage"]
 
 
 def test_stop_and_seed(client):

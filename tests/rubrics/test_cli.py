@@ -215,6 +215,19 @@ def test_a_bad_reward_is_a_usage_error(det_rubric):
     assert done.returncode == 2 and "--reward" in done.stderr
 
 
+@pytest.mark.parametrize("args, message", [
+    (["--judge", "panel", "--panel-member", "embedded"], "at least two --panel-member"),
+    (["--judge", "panel", "--panel-member", "embedded", "--panel-member", "gpt-4"], "panel member 'gpt-4'"),
+    (["--panel-member", "embedded", "--panel-member", "embedded:choice"], "--panel-member needs --judge panel"),
+    (["--cache", "x.sqlite", "--no-cache"], "exclude each other"),
+    (["--price-per-mtok", "0.5"], "IN,OUT"),
+    (["--price-per-mtok", "-1,2"], "IN,OUT"),
+])
+def test_panel_cache_and_price_usage_errors(args, message):
+    done = rubric("grade", EXAMPLE_RUBRIC, TRAJECTORIES / "01-all-gates-pass.json", *args)
+    assert done.returncode == 2 and message in done.stderr, done.stderr
+
+
 SMALL_JUDGED = """\
 version: 1
 id: small-judged

@@ -181,3 +181,33 @@ def test_fit_calibration_fits_any_methods_calibration_on_identity_judgments(monk
                  "--fit-calibration"]) == 0
     table = capsys.readouterr().out
     assert f"{method} calibration (logistic fit, in-sample): scale = " in table and "calibrated in-sample" in table
+
+
+def test_judge_eval_of_a_panel_reports_member_agreement_and_each_member(tmp_path, capsys):
+    """A panel of two embedded methods on the real engine (a tiny random model over the embedded tokenizer)."""
+    from judge_models import tiny_judge_model
+    from rubrics.cli.main import main
+
+    model = tiny_judge_model(str(tmp_path))
+    assert main(["judge-eval", str(INVOICE_LABELS), "--rubric", str(INVOICE_RUBRIC), "--model", str(model),
+                 "--panel-member", "embedded:choice", "--panel-member", "embedded:likelihood",
+                 "--panel-combine", "majority", "--format", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    panel = out["panel"]
+    assert panel["agreement"]["members"] == ["embedded:choice", "embedded:likelihood"]
+    assert panel["agreement"]["items"] == 50 and -1.0 <= panel["agreement"]["kappa"] <= 1.0
+    assert set(panel["members"]) == {"embedded:choice", "embedded:likelihood"}
+    assert all(member["n"] == 50 for member in panel["members"].values())
+    assert out["judge"] == "panel[majority](embedded:choice, embedded:likelihood)"
+    assert main(["judge-eval", str(INVOICE_LABELS), "--rubric", str(INVOICE_RUBRIC), "--model", str(model),
+                 "--panel-member", "embedded:choice", "--panel-member", "embedded:likelihood"]) == 0
+    assert "panel agreement: Fleiss' kappa" in capsys.readouterr().out
+
+
+def test_a_panel_goes_without_method_fits(capsys):
+    from rubrics.cli.main import main
+
+    with pytest.raises(SystemExit):
+        main(["judge-eval", str(INVOICE_LABELS), "--rubric", str(INVOICE_RUBRIC), "--panel-member", "embedded",
+              "--panel-member", "embedded:choice", "--fit-calibration", "--method", "choice"])
+    assert "--panel-member" in capsys.readouterr().err

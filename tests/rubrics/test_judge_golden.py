@@ -50,10 +50,10 @@ class RecordingLLM:
     def __getattr__(self, name):
         return getattr(self.llm, name)
 
-    def score(self, prompts, choices, **options):
+    def score_with_usage(self, prompts, choices, **options):
         for prompt, prompt_choices in zip(prompts, choices):
             self.digest.update(json.dumps([list(prompt), [list(c) for c in prompt_choices]]).encode())
-        return self.llm.score(prompts, choices, **options)
+        return self.llm.score_with_usage(prompts, choices, **options)
 
     def generate(self, prompts, params, **options):
         for prompt, param in zip(prompts, params):
@@ -97,7 +97,9 @@ def record_case(llm, rubric_path: str, trajectories: str, method: str, mode: str
 def record_all() -> dict:
     from judge_engine import LLM
 
-    llm = LLM()   # the embedded model, float32; one engine for every case, in a fixed order
+    from rubrics.judges.embedded import engine_defaults
+
+    llm = LLM(**engine_defaults({}))   # the embedded model, as the judge runs it (float32); one engine, fixed order
     return {name: record_case(llm, *case) for name, *case in CASES}
 
 

@@ -144,7 +144,7 @@ class ShoutMethod(JudgeMethod):
 
 
 class StubLLM:
-    """What the embedded judge needs of an engine: a tokenizer, a context length, and score()."""
+    """What the embedded judge needs of an engine: a tokenizer, a context length, and score_with_usage()."""
 
     def __init__(self, tokenizer):
         self.tokenizer = tokenizer
@@ -154,12 +154,14 @@ class StubLLM:
     def stats(self) -> dict:
         return {}
 
-    def score(self, prompts, choices, on_scored=None):
+    def score_with_usage(self, prompts, choices, on_scored=None):
+        from judge_engine import Scored, TokenUsage
+
         self.scored += list(zip(prompts, choices))
         for index in range(len(prompts)):
             if on_scored is not None:
                 on_scored(index)
-        return [[-0.5, -2.5] for _ in prompts]
+        return [Scored([-0.5, -2.5], TokenUsage(len(prompt))) for prompt in prompts]
 
 
 def test_a_method_added_to_the_registry_is_run_by_the_embedded_judge_and_checked_by_the_openai_judge(monkeypatch):

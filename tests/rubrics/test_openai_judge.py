@@ -95,6 +95,12 @@ class FakeChatServer:
             return JSONResponse(text_answer(arg))
         if kind == "REASON" and body["max_tokens"] > 1:
             return JSONResponse(text_answer("The answer shows the total."))
+        if kind == "USAGE":   # what vLLM and OpenAI report, cached prompt tokens included
+            return JSONResponse({**logprob_answer(0.75), "usage": {
+                "prompt_tokens": 120, "completion_tokens": 1, "total_tokens": 121,
+                "prompt_tokens_details": {"cached_tokens": 96}}})
+        if kind == "BADUSAGE":
+            return JSONResponse({**logprob_answer(0.75), "usage": {"prompt_tokens": "many", "completion_tokens": -1}})
         return JSONResponse(logprob_answer(float(arg) if kind == "P" else 0.75))
 
 
@@ -193,6 +199,38 @@ def test_reasoned_mode_asks_for_a_rationale_then_scores_the_answer(server):
                                            {"role": "user", "content": choice_method.REASONED_FOLLOW_UP}]
     # the rationale call asks for the rationale, not the one-word answer
     assert rationale_call["messages"][1]["content"].endswith(choice_method.REASONED_QUESTION)
+
+
+def test_each_verdict_carries_the_usage_the_server_reported(server):
+    from rubrics.judges.usage import JudgeUsage
+
+    judge = make_judge(server)
+    reported, garbled, silent = judge.judge([request("a", "x <<USAGE>>"), request("b", "y <<BADUSAGE>>"),
+                                             request("c", "z <<P:0.6>>")])
+    assert reported.usage == JudgeUsage(prompt_tokens=120, cached_tokens=96, completion_tokens=1)
+    assert reported.usage.computed_tokens == 24
+    assert garbled.usage == JudgeUsage() and garbled.probability == pytest.approx(0.75)   # a bad count is not a failure
+    assert silent.usage == JudgeUsage()
+
+
+def test_re_judging_from_the_verdict_cache_sends_no_request(server, tmp_path):
+    from rubrics.judges.cached import CachedJudge
+    from rubrics.judges.verdict_cache import VerdictCache
+
+    cache = VerdictCache(tmp_path / "v.sqlite")
+    wanted = [request("a", "x <<P:0.8>>"), request("b", "y <<P:0.3>>"), request("c", "z <<FAIL500>>")]
+    first = CachedJudge(make_judge(server), cache).judge(wanted)
+    server.bodies.clear()
+    second = CachedJudge(make_judge(server), cache).judge(wanted)
+    # only the item that failed is asked again (with its retries)
+    assert server.bodies and all("FAIL500" in body["messages"][1]["content"] for body in server.bodies)
+    assert [v.probability for v in second[:2]] == [v.probability for v in first[:2]]
+    assert [v.usage.cached_verdicts for v in second[:2]] == [1, 1]
+    server.bodies.clear()
+    other_model = OpenAIJudge(base_url=server.url + "/v1", model="another-model", calibrations={"choice": IDENTITY})
+    other_model.policy = FAST
+    CachedJudge(other_model, cache).judge(wanted[:2])
+    assert len(server.bodies) == 2   # another model name: every verdict misses
 
 
 def test_the_likelihood_method_is_refused_per_item_with_a_reason(server):

@@ -1,0 +1,68 @@
+"""CachedJudge: any judge that can name its judgments' cache keys, with its verdicts kept in a VerdictCache.
+
+The wrapped judge says what each verdict depends on through `cache_keys(requests)` (one key per request, None
+for one it cannot key: such a request is judged every time). Hits come back with no model work; the misses go
+to the judge in one call, as they would without the cache, and its real verdicts are stored (errors are not).
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any, Protocol, Sequence, runtime_checkable
+
+from rubrics.judges.protocol import Judge, JudgeRequest, Verdict
+from rubrics.judges.usage import JudgeUsage
+from rubrics.judges.verdict_cache import VerdictCache
+
+
+@runtime_checkable
+class KeyedJudge(Judge, Protocol):
+    def cache_keys(self, requests: Sequence[JudgeRequest]) -> list[str | None]:
+        """One key per request (rubrics.judges.verdict_cache.verdict_key of everything its verdict depends on),
+        or None where the request cannot be keyed."""
+        ...
+
+
+FROM_CACHE = JudgeUsage(cached_verdicts=1)
+
+
+class CachedJudge:
+    """CachedJudge(judge, cache): the judge's verdicts, read from and written to cache (a VerdictCache)."""
+
+    def __init__(self, judge: KeyedJudge, cache: VerdictCache):
+        self.inner = judge
+        self.cache = cache
+        self.name = judge.name
+
+    def __getattr__(self, name: str) -> Any:   # method, calibration_file, stats(), identity(), ... of the judge
+        return getattr(self.inner, name)
+
+    @property
+    def progress(self) -> Any:
+        return getattr(self.inner, "progress", None)
+
+    @progress.setter
+    def progress(self, value: Any) -> None:
+        self.inner.progress = value
+
+    def judge(self, requests: Sequence[JudgeRequest]) -> list[Verdict]:
+        if not requests:
+            return []
+        try:
+            keys = list(self.inner.cache_keys(requests))
+        except Exception:  # noqa: BLE001 - the judge reports the same failure on each item when it judges
+            keys = [None] * len(requests)
+        if len(keys) != len(requests):
+            keys = [None] * len(requests)
+        hits = self.cache.get_many(key for key in keys if key is not None)
+        misses = [i for i, key in enumerate(keys) if key is None or key not in hits]
+        fresh = list(self.inner.judge([requests[i] for i in misses])) if misses else []
+        if len(fresh) != len(misses):   # a broken judge: let the scorer report it
+            return fresh
+        self.cache.put_many({keys[i]: verdict for i, verdict in zip(misses, fresh) if keys[i] is not None})
+        verdicts: list[Verdict | None] = [None] * len(requests)
+        for i, verdict in zip(misses, fresh):
+            verdicts[i] = verdict
+        for i, key in enumerate(keys):
+            if verdicts[i] is None:
+                verdicts[i] = replace(hits[key], usage=FROM_CACHE)
+        return verdicts  # type: ignore[return-value]

@@ -1,0 +1,213 @@
+"""A persistent verdict cache: one sqlite file that maps a judgment's key to the verdict it gave.
+
+The key (made by the judge, see CachedJudge) covers everything a verdict depends on: the judge model's identity,
+the method, its calibration, the threshold, and the exact prompt (token ids for the embedded engine, the request
+bodies for an HTTP judge). So re-grading the same inputs does no model work, and changing the model, the
+calibration or one character of evidence misses.
+
+Several `rubric grade` processes may share the file: sqlite serialises the writers (WAL journal, busy timeout),
+and every write is one short transaction. The cache is an accelerator, never a source of failure: a file that is
+corrupt or belongs to something else is moved aside with a warning and a fresh one started; a database error
+later on turns the cache off for the rest of the run, with a warning, and grading goes on.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+import warnings
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from rubrics.judges.protocol import MemberVerdict, Verdict
+
+FORMAT = "agent-rubrics-verdict-cache/1"
+CACHE_FILE_NAME = "verdicts.sqlite"
+BUSY_TIMEOUT_S = 60.0
+_SCHEMA = ("CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
+           "CREATE TABLE IF NOT EXISTS verdicts (key TEXT PRIMARY KEY, verdict TEXT NOT NULL, stored_at REAL NOT NULL)")
+_LOOKUP_CHUNK = 500   # keys per SELECT: sqlite limits the number of bound parameters
+
+
+class VerdictCacheWarning(RuntimeWarning):
+    """The verdict cache could not be used as it was; grading went on."""
+
+
+PATH_ENV = "RUBRICS_VERDICT_CACHE"
+
+
+def default_cache_path() -> Path:
+    """$RUBRICS_VERDICT_CACHE, else verdicts.sqlite in the product's cache directory ($RUBRICS_CACHE, else
+    ~/.cache/agent-rubrics)."""
+    from rubrics.model_cache import rubrics_cache_dir
+
+    if os.environ.get(PATH_ENV):
+        return Path(os.environ[PATH_ENV]).expanduser()
+    return rubrics_cache_dir() / CACHE_FILE_NAME
+
+
+class VerdictCache:
+    """VerdictCache(path): open (or create) the cache file; get_many and put_many never raise."""
+
+    def __init__(self, path: str | os.PathLike | None = None):
+        self.path = Path(path) if path is not None else default_cache_path()
+        self._db: sqlite3.Connection | None = None
+        self._open()
+
+    @property
+    def enabled(self) -> bool:
+        return self._db is not None
+
+    def get_many(self, keys: Iterable[str]) -> dict[str, Verdict]:
+        """The stored verdicts of those keys that have one."""
+        wanted = list(dict.fromkeys(keys))
+        found: dict[str, Verdict] = {}
+        if self._db is None:
+            return found
+        try:
+            for start in range(0, len(wanted), _LOOKUP_CHUNK):
+                chunk = wanted[start:start + _LOOKUP_CHUNK]
+                rows = self._db.execute(f"SELECT key, verdict FROM verdicts WHERE key IN ({','.join('?' * len(chunk))})",
+                                        chunk).fetchall()
+                for key, text in rows:
+                    verdict = _decode(text)
+                    if verdict is not None:
+                        found[key] = verdict
+        except sqlite3.Error as exc:
+            self._give_up("read", exc)
+            return {}
+        return found
+
+    def put_many(self, entries: Mapping[str, Verdict]) -> None:
+        """Store verdicts (only real ones: an error verdict is never cached, so the next run tries again)."""
+        rows = [(key, _encode(v), time.time()) for key, v in entries.items() if v.error is None and v.met is not None]
+        if self._db is None or not rows:
+            return
+        try:
+            with self._db:   # one transaction: all or nothing
+                self._db.executemany("INSERT OR REPLACE INTO verdicts (key, verdict, stored_at) VALUES (?, ?, ?)",
+                                     rows)
+        except sqlite3.Error as exc:
+            self._give_up("write", exc)
+
+    def __len__(self) -> int:
+        if self._db is None:
+            return 0
+        return self._db.execute("SELECT COUNT(*) FROM verdicts").fetchone()[0]
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+    # -- opening -------------------------------------------------------------------------------------------
+    def _open(self) -> None:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            _warn(f"verdict cache {self.path}: cannot create its directory ({exc}); grading without a cache")
+            return
+        try:
+            self._db = self._connect()
+            return
+        except _ForeignFile as exc:
+            reason = str(exc)
+        except sqlite3.DatabaseError as exc:   # not a database, or a damaged one
+            reason = f"not a readable sqlite database ({exc})"
+        aside = self._move_aside()
+        _warn(f"verdict cache {self.path}: {reason}; moved it to {aside.name if aside else '(could not move)'} "
+              "and started a new cache")
+        try:
+            self._db = self._connect()
+        except (sqlite3.Error, _ForeignFile) as exc:
+            _warn(f"verdict cache {self.path}: cannot start a new cache ({exc}); grading without a cache")
+
+    def _connect(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+        try:
+            db.execute("PRAGMA busy_timeout = %d" % int(BUSY_TIMEOUT_S * 1000))
+            db.execute("PRAGMA journal_mode = WAL")   # readers never wait for the one writer
+            db.execute("BEGIN IMMEDIATE")              # processes opening a new file at once create it once
+            try:
+                for statement in _SCHEMA:
+                    db.execute(statement)
+                db.execute("INSERT OR IGNORE INTO meta (name, value) VALUES ('format', ?)", (FORMAT,))
+                found = db.execute("SELECT value FROM meta WHERE name = 'format'").fetchone()
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            if found is None or found[0] != FORMAT:
+                raise _ForeignFile(f"written by something else (format {found[0] if found else None!r}, "
+                                   f"expected {FORMAT!r})")
+            self._check_columns(db)
+            db.isolation_level = "DEFERRED"   # put_many's `with db:` is then one transaction
+            return db
+        except BaseException:
+            db.close()
+            raise
+
+    @staticmethod
+    def _check_columns(db: sqlite3.Connection) -> None:
+        columns = [row[1] for row in db.execute("PRAGMA table_info(verdicts)")]
+        if columns != ["key", "verdict", "stored_at"]:
+            raise _ForeignFile(f"its verdicts table has columns {columns}")
+
+    def _move_aside(self) -> Path | None:
+        aside = self.path.with_name(f"{self.path.name}.bad-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}")
+        try:
+            self.path.rename(aside)
+        except OSError:
+            return None
+        for suffix in ("-wal", "-shm"):   # a damaged file's journal must not be replayed into the new one
+            try:
+                Path(f"{self.path}{suffix}").rename(Path(f"{aside}{suffix}"))
+            except OSError:
+                pass
+        return aside
+
+    def _give_up(self, action: str, exc: sqlite3.Error) -> None:
+        _warn(f"verdict cache {self.path}: cannot {action} ({type(exc).__name__}: {exc}); "
+              "the rest of this run goes without the cache")
+        self.close()
+
+
+class _ForeignFile(Exception):
+    pass
+
+
+def _warn(message: str) -> None:
+    warnings.warn(message, VerdictCacheWarning, stacklevel=3)
+
+
+def _encode(verdict: Verdict) -> str:
+    return json.dumps({"met": verdict.met, "probability": verdict.probability, "rationale": verdict.rationale,
+                       "members": [m.model_dump(mode="json") for m in verdict.members]}, allow_nan=False)
+
+
+def _decode(text: str) -> Verdict | None:
+    """The stored verdict, or None for an entry that does not read as one (treated as a miss)."""
+    try:
+        data = json.loads(text)
+        met, probability = data["met"], data["probability"]
+        if not isinstance(met, bool) or not (probability is None or isinstance(probability, float | int)):
+            return None
+        members = tuple(MemberVerdict.model_validate(m) for m in data.get("members") or ())
+        rationale = data.get("rationale")
+        return Verdict(met=met, probability=probability, rationale=rationale if isinstance(rationale, str) else None,
+                       members=members)
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def verdict_key(parts: Mapping) -> str:
+    """The cache key of a judgment: sha256 of the canonical JSON of what its verdict depends on (as the judge
+    lists it), the cache format and the package version (a release may change how a verdict is computed)."""
+    import hashlib
+
+    from rubrics import __version__
+
+    text = json.dumps({"format": FORMAT, "package": __version__, **parts}, sort_keys=True, separators=(",", ":"),
+                      ensure_ascii=True, allow_nan=False)
+    return hashlib.sha256(text.encode()).hexdigest()

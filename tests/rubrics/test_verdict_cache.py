@@ -1,0 +1,155 @@
+"""The verdict cache: the sqlite store (several processes writing at once, corrupt and foreign files), CachedJudge
+around a keyed judge, and the keys of the real judges (model, calibration, one character of evidence)."""
+from __future__ import annotations
+
+import multiprocessing
+import sqlite3
+import warnings
+
+import pytest
+
+from rubrics.judges.cached import CachedJudge
+from rubrics.judges.protocol import MemberVerdict, Verdict
+from rubrics.judges.usage import JudgeUsage
+from rubrics.judges.verdict_cache import FORMAT, VerdictCache, VerdictCacheWarning, default_cache_path, verdict_key
+from rubrics.judges.protocol import EvidenceBlock
+from test_judge_prompts import request as prompt_request
+
+
+def request(item_id: str, criterion: str, evidence: str = "Total travel spend: 48.2L."):
+    return prompt_request(id=item_id, criterion=criterion, evidence=(EvidenceBlock("final_answer", evidence),))
+
+
+def test_verdicts_round_trip_and_errors_are_never_stored(tmp_path):
+    cache = VerdictCache(tmp_path / "v.sqlite")
+    panel = Verdict(met=True, probability=0.7, rationale="why",
+                    members=(MemberVerdict(judge="a", met=True, probability=0.9), MemberVerdict(
+                        judge="b", met=None, probability=None, error="down")))
+    cache.put_many({"k1": Verdict(met=False, probability=0.2), "k2": panel,
+                    "k3": Verdict(met=None, probability=None, error="boom")})
+    again = VerdictCache(tmp_path / "v.sqlite")   # another connection sees the committed rows
+    found = again.get_many(["k1", "k2", "k3", "k4"])
+    assert set(found) == {"k1", "k2"} and len(again) == 2
+    assert found["k1"] == Verdict(met=False, probability=0.2)
+    assert found["k2"] == panel
+
+
+def test_the_default_path_follows_the_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("RUBRICS_VERDICT_CACHE", str(tmp_path / "x.sqlite"))
+    assert default_cache_path() == tmp_path / "x.sqlite"
+    monkeypatch.delenv("RUBRICS_VERDICT_CACHE")
+    monkeypatch.setenv("RUBRICS_CACHE", str(tmp_path / "root"))
+    assert default_cache_path() == tmp_path / "root" / "verdicts.sqlite"
+
+
+def _writer(path: str, worker: int, count: int) -> None:
+    cache = VerdictCache(path)
+    for start in range(0, count, 10):   # many small transactions, interleaved with the other processes'
+        cache.put_many({f"w{worker}-{i}": Verdict(met=i % 2 == 0, probability=i / count)
+                        for i in range(start, start + 10)})
+        cache.get_many([f"w{(worker + 1) % 4}-{start}"])
+
+
+def test_several_processes_write_the_same_new_file_at_once(tmp_path):
+    path = str(tmp_path / "shared.sqlite")   # created by whichever process gets there first
+    context = multiprocessing.get_context("spawn")
+    workers = [context.Process(target=_writer, args=(path, worker, 200)) for worker in range(4)]
+    for process in workers:
+        process.start()
+    for process in workers:
+        process.join(timeout=120)
+    assert [p.exitcode for p in workers] == [0, 0, 0, 0]
+    cache = VerdictCache(path)
+    assert len(cache) == 800
+    found = cache.get_many(f"w{w}-{i}" for w in range(4) for i in range(200))
+    assert len(found) == 800 and found["w3-7"] == Verdict(met=False, probability=7 / 200)
+
+
+@pytest.mark.parametrize("content", [b"this is not a database" * 100, b""], ids=["garbage", "empty"])
+def test_a_corrupt_file_is_moved_aside_with_a_warning(tmp_path, content):
+    path = tmp_path / "v.sqlite"
+    path.write_bytes(content)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        cache = VerdictCache(path)
+    if content:   # an empty file is a valid new sqlite database: nothing to move
+        assert any(issubclass(w.category, VerdictCacheWarning) and "moved it to" in str(w.message) for w in caught)
+        assert [p.read_bytes() for p in tmp_path.glob("v.sqlite.bad-*")] == [content]
+    cache.put_many({"k": Verdict(met=True, probability=0.8)})
+    assert cache.get_many(["k"])["k"].met is True
+
+
+def test_a_foreign_sqlite_file_is_moved_aside_not_written_into(tmp_path):
+    path = tmp_path / "v.sqlite"
+    other = sqlite3.connect(path)
+    other.execute("CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)")
+    other.execute("INSERT INTO meta VALUES ('format', 'someone-else/3')")
+    other.commit()
+    other.close()
+    with pytest.warns(VerdictCacheWarning, match="someone-else/3"):
+        cache = VerdictCache(path)
+    assert cache.enabled and len(cache) == 0
+    moved, = tmp_path.glob("v.sqlite.bad-*")
+    assert sqlite3.connect(moved).execute("SELECT value FROM meta").fetchone() == ("someone-else/3",)
+    assert sqlite3.connect(path).execute("SELECT value FROM meta").fetchone() == (FORMAT,)
+
+
+def test_a_damaged_entry_is_a_miss_and_a_database_error_turns_the_cache_off(tmp_path):
+    path = tmp_path / "v.sqlite"
+    cache = VerdictCache(path)
+    cache.put_many({"good": Verdict(met=True, probability=0.9)})
+    db = sqlite3.connect(path)
+    db.execute("INSERT INTO verdicts VALUES ('bad', '{\"met\": \"yes\"}', 0)")
+    db.commit()
+    db.close()
+    assert set(cache.get_many(["good", "bad"])) == {"good"}
+    cache._db.execute("DROP TABLE verdicts")   # something deletes the table under a running grade
+    with pytest.warns(VerdictCacheWarning, match="cannot read"):
+        assert cache.get_many(["good"]) == {}
+    assert not cache.enabled
+    cache.put_many({"x": Verdict(met=True, probability=0.9)})   # a no-op, not an exception
+
+
+class KeyedScriptedJudge:
+    """Keys each request by its item id and evidence; answers met with probability 0.8 unless told to fail."""
+
+    name = "keyed"
+
+    def __init__(self):
+        self.calls: list[list[str]] = []
+        self.fail: set[str] = set()
+
+    def cache_keys(self, requests):
+        return [verdict_key({"item": r.item.id, "evidence": [b.text for b in r.context.evidence]})
+                for r in requests]
+
+    def judge(self, requests):
+        self.calls.append([r.item.id for r in requests])
+        return [Verdict(met=None, probability=None, error="flaky") if r.item.id in self.fail
+                else Verdict(met=True, probability=0.8, usage=JudgeUsage(prompt_tokens=10)) for r in requests]
+
+
+def test_cached_judge_sends_only_the_misses_in_one_call_and_never_caches_errors(tmp_path):
+    inner = KeyedScriptedJudge()
+    inner.fail = {"b"}
+    judge = CachedJudge(inner, VerdictCache(tmp_path / "v.sqlite"))
+    first = judge.judge([request("a", "A"), request("b", "B"), request("c", "C")])
+    assert inner.calls == [["a", "b", "c"]] and first[1].error == "flaky"
+    assert first[0].usage == JudgeUsage(prompt_tokens=10)
+    inner.fail = set()
+    second = judge.judge([request("a", "A"), request("b", "B"), request("c", "C"), request("d", "D")])
+    assert inner.calls[1] == ["b", "d"]          # a and c from the cache; b failed last time, so it is judged again
+    assert [v.met for v in second] == [True, True, True, True]
+    assert second[0].usage == JudgeUsage(cached_verdicts=1) and second[1].usage == JudgeUsage(prompt_tokens=10)
+    changed = judge.judge([request("a", "A", evidence="final answer, one character changed!")])
+    assert inner.calls[2] == ["a"] and changed[0].usage.cached_verdicts == 0
+
+
+def test_a_judge_without_keys_is_judged_every_time(tmp_path):
+    from rubric_fakes import ScriptedJudge
+
+    inner = ScriptedJudge()
+    judge = CachedJudge(inner, VerdictCache(tmp_path / "v.sqlite"))
+    for _ in range(2):
+        assert judge.judge([request("a", "A")])[0].met is True
+    assert len(inner.calls) == 2 and judge.name == "scripted"
