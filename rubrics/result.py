@@ -10,6 +10,17 @@ from rubrics.judges.usage import JudgeUsage
 
 
 Fraction = Annotated[float, Field(ge=0.0, le=1.0)]   # a score-like number in [0, 1]
+OnError = Literal["raise", "nan", "zero"]
+
+
+class IncompleteResultError(ValueError):
+    """A reward was asked of a result that has none (an item could not be evaluated, or the trajectory did not
+    load)."""
+
+    def __init__(self, result: "Result"):
+        errors = "; ".join(result.errors[:3]) + (f"; and {len(result.errors) - 3} more" if len(result.errors) > 3 else "")
+        super().__init__(f"trajectory {result.trajectory_id!r} has no reward: its result is incomplete ({errors})")
+        self.result = result
 
 
 class ItemResult(BaseModel):
@@ -63,7 +74,22 @@ class Result(BaseModel):
                           "reports no usage.")
     reward: Fraction | None = Field(
         None, description="The number a trainer takes: score (reward hard, the default) or expected_score (reward "
-                    "expected; then null when the result is incomplete).")
+                    "expected). Null when the result is incomplete (an item is error or the trajectory did not load): "
+                    "a partial score never passes for a reward.")
+
+    def get_reward(self, on_error: OnError = "raise") -> float:
+        """The reward as a float for a trainer. An incomplete result has none: on_error="raise" (the default)
+        raises IncompleteResultError naming the trajectory and its errors, "nan" returns NaN (for trainers that
+        mask NaN rewards), "zero" returns 0.0 (only when a failed rollout should count as a failed task)."""
+        if self.reward is not None:
+            return self.reward
+        if on_error == "nan":
+            return float("nan")
+        if on_error == "zero":
+            return 0.0
+        if on_error != "raise":
+            raise ValueError(f"on_error: expected 'raise', 'nan' or 'zero', got {on_error!r}")
+        raise IncompleteResultError(self)
 
     def to_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json")

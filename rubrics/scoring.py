@@ -118,18 +118,27 @@ def assemble(plan: Plan, trajectory, items: list[ItemResult], judge_name: str | 
     total = plan.rubric.total
     score = hard_score(gates_passed is not False, earned, total)
     sure = how_sure(items, total)
+    complete = all(i.status != "error" for i in items)
     return Result(trajectory_id=trajectory.id, task_id=trajectory.task_id, rubric_id=plan.rubric.id, score=score,
                   gates_passed=gates_passed, earned=earned, total=total,
-                  complete=all(i.status != "error" for i in items), items=items,
+                  complete=complete, items=items,
                   errors=[f"{i.id}: {i.error}" for i in items if i.status == "error"], judge=judge_name,
                   **sure, uncertain_items=sum(i.uncertain for i in items), judge_usage=judge_usage,
-                  reward=score if reward == "hard" else sure["expected_score"])
+                  reward=reward_value(reward, score, sure["expected_score"], complete))
+
+
+def reward_value(reward: Reward, score: float, expected: float | None, complete: bool) -> float | None:
+    """What Result.reward holds: None for an incomplete result (a partial score is not a reward), else the score
+    (hard) or the expected score."""
+    if not complete:
+        return None
+    return score if reward == "hard" else expected
 
 
 def failed_result(plan: Plan, failure: LoadFailure, reward: Reward = "hard") -> Result:
     return Result(trajectory_id=failure.trajectory_id, rubric_id=plan.rubric.id, score=0.0, gates_passed=None,
                   earned=0, total=plan.rubric.total, complete=False, items=[], errors=[failure.message],
-                  reward=0.0 if reward == "hard" else None)
+                  reward=None)   # never a silent 0.0: the trajectory was not graded
 
 
 def resolve_judge(judge: Judge | None, plan: Plan) -> Judge | None:

@@ -247,10 +247,29 @@ def test_incomplete_results_have_no_expected_score_or_range_never_a_partial_numb
     assert not result.complete and result.score == pytest.approx(3 / 5)   # the hard score stays partial
     assert (result.expected_score, result.score_low, result.score_high, result.reward) == (None, None, None, None)
     hard = rubrics.score(trajectory("GATE THREE"), RUBRIC, judge=NoJudge())
-    assert hard.reward == hard.score and not any(i.uncertain for i in hard.items)
+    assert hard.reward is None and not any(i.uncertain for i in hard.items)   # a partial score is no reward
     unloadable = {"id": "bad", "messages": "not a list"}
-    failed = rubrics.score_many([unloadable], RUBRIC, judge=always(True), reward="expected")[0]
-    assert (failed.expected_score, failed.score_low, failed.reward) == (None, None, None)
+    for reward in ("hard", "expected"):
+        failed = rubrics.score_many([unloadable], RUBRIC, judge=always(True), reward=reward)[0]
+        assert (failed.expected_score, failed.score_low, failed.reward) == (None, None, None)
+
+
+def test_get_reward_never_turns_an_incomplete_result_into_a_silent_zero():
+    import math
+
+    from rubrics.result import IncompleteResultError
+
+    complete = rubrics.score(trajectory("GATE THREE"), RUBRIC, judge=always(True))
+    assert complete.get_reward() == complete.score == complete.reward
+    incomplete = rubrics.score(trajectory("GATE THREE"), RUBRIC, judge=NoJudge())
+    with pytest.raises(IncompleteResultError, match="has no reward: its result is incomplete"):
+        incomplete.get_reward()
+    assert math.isnan(incomplete.get_reward(on_error="nan")) and incomplete.get_reward(on_error="zero") == 0.0
+    failed = rubrics.score_many([{"id": "bad", "messages": "not a list"}], RUBRIC, judge=always(True))[0]
+    with pytest.raises(IncompleteResultError, match="'bad'"):
+        failed.get_reward()
+    with pytest.raises(ValueError, match="on_error"):
+        complete.model_copy(update={"reward": None}).get_reward(on_error="skip")
 
 
 def test_the_uncertain_band_is_inclusive_and_resolved_item_then_override_then_rubric_then_default():
