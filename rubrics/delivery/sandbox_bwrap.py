@@ -83,12 +83,14 @@ def bwrap_arguments(request: SandboxRequest, privileged: bool) -> list[str]:
             args += ["--ro-bind", link, link]
     for path in _ETC_FILES:
         args += ["--ro-bind-try", path, path]
+    # The fresh /tmp first: bwrap mounts in order, and an interpreter that lives under /tmp (a CI checkout's
+    # virtual environment) must be mounted on top of it, not hidden by it.
+    args += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--tmpfs", "/tmp"]
     prefixes = _python_prefixes()
     args += _parent_dirs([*prefixes, SEALED_TESTS])
     for prefix in prefixes:
         args += ["--ro-bind", prefix, prefix]
-    args += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--tmpfs", "/tmp",
-             "--bind", str(request.workspace), REPO,
+    args += ["--bind", str(request.workspace), REPO,
              "--ro-bind", str(request.sealed_tests), SEALED_TESTS,
              "--ro-bind", str(request.task_dir), TASK,
              "--bind", str(request.report_dir), REPORT]
