@@ -23,6 +23,15 @@ class IncompleteResultError(ValueError):
         self.result = result
 
 
+class TagScore(BaseModel):
+    """The criteria that carry one tag, scored on their own (gates do not enter tag scores)."""
+    model_config = ConfigDict(frozen=True)
+    earned: int = Field(description="Sum of the points of the tag's met criteria (may be negative).")
+    total: int = Field(description="Sum of the positive points of the tag's criteria.")
+    score: Fraction | None = Field(description="max(0, earned) / total; null when total is 0 (only penalties).")
+    complete: bool = Field(description="False when one of the tag's items could not be evaluated.")
+
+
 class ItemResult(BaseModel):
     model_config = ConfigDict(frozen=True)
     id: str
@@ -39,6 +48,7 @@ class ItemResult(BaseModel):
                                                "score_low and score_high let it fall either way.")
     members: list[MemberVerdict] | None = Field(None, description="Judge items graded by a panel: each member's "
                                                                   "verdict (the item's probability combines them).")
+    tags: list[str] = Field(default_factory=list, description="The item's tags, as the rubric gives them.")
 
 
 class Result(BaseModel):
@@ -72,6 +82,9 @@ class Result(BaseModel):
         None, description="The judge's work for this trajectory's items: prompt, cached and completion tokens, and "
                           "verdicts served by the verdict cache. Null when no judge item was graded or the judge "
                           "reports no usage.")
+    tags: dict[str, TagScore] = Field(
+        default_factory=dict, description="Per tag of the rubric's items (sorted by tag): the score of the criteria "
+                                          "that carry it. Empty when no item has tags.")
     reward: Fraction | None = Field(
         None, description="The number a trainer takes: score (reward hard, the default) or expected_score (reward "
                     "expected). Null when the result is incomplete (an item is error or the trajectory did not load): "

@@ -10,45 +10,27 @@ will not load, a check that fails, a judge that errors) is reported on that traj
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Iterator, Literal, Sequence
+from typing import Any, Callable, Iterable, Literal, Sequence
 
-from rubrics.compiler import CodeStep, JudgeStep, Plan, compile_rubric
+from rubrics.compiler import CodeStep, JudgeStep, Plan
 from rubrics.expectation import Band, Outcome, expected_score, hard_score, in_band, score_range
-from rubrics.judges.protocol import Judge, Verdict, call_judge
+from rubrics.jobs import Job, LoadFailure, Pair, PlanCache, RubricFailure, make_jobs
+from rubrics.judges.protocol import Judge, JudgeRequest, Verdict, call_judge
 from rubrics.judges.usage import JudgeUsage, total_usage
-from rubrics.result import ItemResult, Result
+from rubrics.result import ItemResult, Result, TagScore
+
+__all__ = ["LoadFailure", "Pair", "Prepared", "grade_jobs", "grade_plan", "score", "score_many"]
 
 Progress = Callable[[int, int], None]   # (trajectories done, total)
 Reward = Literal["hard", "expected"]     # what Result.reward holds: score, or expected_score
-
-
-@dataclass(frozen=True)
-class LoadFailure:
-    trajectory_id: str
-    message: str
-
-
-def _load(src: Any, index: int):
-    from rubrics.trajectory import Trajectory, load_trajectory
-
-    if isinstance(src, Trajectory):
-        return src
-    if isinstance(src, Exception):   # e.g. a TrajectoryLoadError yielded by iter_trajectory_file
-        return LoadFailure(getattr(src, "source", None) or f"#{index}", str(src))
-    try:
-        return load_trajectory(src)
-    except (ValueError, OSError, TypeError) as exc:
-        name = str(src) if isinstance(src, (str, bytes)) or hasattr(src, "__fspath__") else None
-        if name is None and isinstance(src, dict) and isinstance(src.get("id"), str):
-            name = src["id"]
-        return LoadFailure(name or f"#{index}", f"cannot load the trajectory: {exc}")
 
 
 def run_code_step(step: CodeStep, trajectory) -> ItemResult:
     from rubrics.checks.base import CheckError
 
     item = step.item
-    base = dict(id=item.id, kind=item.kind, text=item.label or None, points=item.points, method="code")
+    base = dict(id=item.id, kind=item.kind, text=item.label or None, points=item.points, method="code",
+                tags=list(item.tags))
     try:
         outcome = step.spec.run(step.config, trajectory)
     except CheckError as exc:
@@ -76,7 +58,7 @@ def judge_item_result(step: JudgeStep, verdict: Verdict) -> ItemResult:
     if impossible is not None:
         verdict = Verdict(met=None, probability=None, rationale=verdict.rationale, error=impossible)
     base = dict(id=item.id, kind=item.kind, text=item.label or None, points=item.points, method="judge",
-                probability=verdict.probability)
+                probability=verdict.probability, tags=list(item.tags))
     if verdict.error is not None or verdict.met is None:
         return ItemResult(**base, status="error", evidence=verdict.rationale or "",
                           error=verdict.error or "the judge returned no verdict", members=list(verdict.members) or None)
@@ -104,6 +86,18 @@ def how_sure(items: list[ItemResult], total: int) -> dict[str, float | None]:
     return dict(expected_score=expected_score(outcomes, total), score_low=low, score_high=high)
 
 
+def tag_scores(items: list[ItemResult]) -> dict[str, TagScore]:
+    """Each tag's criteria scored on their own: earned over the positive points, clipped at 0."""
+    scores = {}
+    for tag in sorted({tag for item in items for tag in item.tags}):
+        tagged = [i for i in items if tag in i.tags and i.kind == "criterion"]
+        earned = sum(i.points or 0 for i in tagged if i.status == "met")
+        total = sum(i.points for i in tagged if i.points and i.points > 0)
+        scores[tag] = TagScore(earned=earned, total=total, score=min(1.0, max(0, earned) / total) if total else None,
+                               complete=all(i.status != "error" for i in items if tag in i.tags))
+    return scores
+
+
 def assemble(plan: Plan, trajectory, items: list[ItemResult], judge_name: str | None,
              reward: Reward = "hard", judge_usage: JudgeUsage | None = None) -> Result:
     gates = [i for i in items if i.kind == "gate"]
@@ -124,6 +118,7 @@ def assemble(plan: Plan, trajectory, items: list[ItemResult], judge_name: str | 
                   complete=complete, items=items,
                   errors=[f"{i.id}: {i.error}" for i in items if i.status == "error"], judge=judge_name,
                   **sure, uncertain_items=sum(i.uncertain for i in items), judge_usage=judge_usage,
+                  tags=tag_scores(items),
                   reward=reward_value(reward, score, sure["expected_score"], complete))
 
 
@@ -135,9 +130,17 @@ def reward_value(reward: Reward, score: float, expected: float | None, complete:
     return score if reward == "hard" else expected
 
 
-def failed_result(plan: Plan, failure: LoadFailure, reward: Reward = "hard") -> Result:
-    return Result(trajectory_id=failure.trajectory_id, rubric_id=plan.rubric.id, score=0.0, gates_passed=None,
-                  earned=0, total=plan.rubric.total, complete=False, items=[], errors=[failure.message],
+def failed_result(plan: Plan | RubricFailure, trajectory, reward: Reward = "hard") -> Result:
+    """The Result of a trajectory that was not graded: it did not load (a LoadFailure), or its rubric is unusable."""
+    errors = [trajectory.message] if isinstance(trajectory, LoadFailure) else []
+    if isinstance(plan, RubricFailure):
+        errors.append(plan.message)
+        rubric_id, total = plan.rubric_id, 0
+    else:
+        rubric_id, total = plan.rubric.id, plan.rubric.total
+    return Result(trajectory_id=trajectory.trajectory_id if isinstance(trajectory, LoadFailure) else trajectory.id,
+                  task_id=getattr(trajectory, "task_id", None), rubric_id=rubric_id, score=0.0, gates_passed=None,
+                  earned=0, total=total, complete=False, items=[], errors=errors,
                   reward=None)   # never a silent 0.0: the trajectory was not graded
 
 
@@ -161,73 +164,134 @@ def resolve_judge(judge: Judge | None, plan: Plan) -> Judge | None:
     return make_embedded_judge(**({"calibration": calibration} if calibration else {}))
 
 
+
+
+def default_judge_key(plan: Plan) -> tuple:
+    """Plans with the same key get the same default judge (built once per call): the rubric's panel and
+    calibration are all that resolve_judge reads from a plan."""
+    from rubrics.judges.calibration_file import rubric_calibration_path
+
+    defaults = plan.rubric.judge
+    panel = defaults.panel.model_dump_json() if defaults is not None and defaults.panel is not None else None
+    return (panel, rubric_calibration_path(plan.rubric))
+
+
+class JudgeChoice:
+    """The judge of each plan: the one given, else one default judge per distinct rubric judge setting."""
+
+    def __init__(self, judge: Judge | None):
+        self.given = judge
+        self._built: dict[tuple, Judge | None] = {}
+
+    def __call__(self, plan: Plan) -> Judge | None:
+        if not plan.needs_judge:
+            return None
+        if self.given is not None:
+            return self.given
+        key = default_judge_key(plan)
+        if key not in self._built:
+            self._built[key] = resolve_judge(None, plan)
+        return self._built[key]
+
+
+@dataclass
+class Prepared:
+    """A job with its code checks run and its judge requests built, waiting for verdicts."""
+    job: Job
+    judge: Judge | None
+    code: dict[str, ItemResult]
+    requests: list[JudgeRequest]
+
+    @property
+    def graded(self) -> bool:
+        return isinstance(self.job.plan, Plan) and not isinstance(self.job.trajectory, LoadFailure)
+
+
+def prepare(job: Job, judge: Judge | None) -> Prepared:
+    if isinstance(job.plan, RubricFailure) or isinstance(job.trajectory, LoadFailure):
+        return Prepared(job, None, {}, [])
+    plan, trajectory = job.plan, job.trajectory
+    code = {s.item.id: run_code_step(s, trajectory) for s in plan.steps if isinstance(s, CodeStep)}
+    requests = plan.judge_requests(trajectory)
+    return Prepared(job, judge, code, requests)
+
+
+def finish(prepared: Prepared, verdicts: Sequence[Verdict], reward: Reward = "hard") -> Result:
+    """The job's Result from its code outcomes and its verdicts (one per request, in order)."""
+    job = prepared.job
+    if not prepared.graded:
+        return failed_result(job.plan, job.trajectory, reward)
+    plan = job.plan
+    judged = {request.item.id: verdict for request, verdict in zip(prepared.requests, verdicts, strict=True)}
+    items = [prepared.code[s.item.id] if isinstance(s, CodeStep) else judge_item_result(s, judged[s.item.id])
+             for s in plan.steps]
+    usages = [v.usage for v in judged.values() if v.usage is not None]
+    judge = prepared.judge
+    judge_name = getattr(judge, "name", type(judge).__name__) if judge is not None and plan.needs_judge else None
+    return assemble(plan, job.trajectory, items, judge_name, reward, total_usage(usages) if usages else None)
+
+
+@dataclass
+class _JudgeBatch:
+    """The prepared jobs that one judge answers, in one call."""
+    judge: Judge
+    members: list[Prepared]
+
+
+def judge_all(prepared: Sequence[Prepared]) -> list[list[Verdict]]:
+    """Each prepared job's verdicts: every request for one judge goes to it in one call, in job order (so the
+    engine shares the instructions across rubrics and each trajectory's context across its items)."""
+    batches: dict[int, _JudgeBatch] = {}
+    for p in prepared:
+        if p.requests:
+            batches.setdefault(id(p.judge), _JudgeBatch(p.judge, [])).members.append(p)
+    verdicts: dict[int, list[Verdict]] = {}
+    for batch in batches.values():
+        answers = iter(call_judge(batch.judge, [r for p in batch.members for r in p.requests]))
+        for p in batch.members:
+            verdicts[id(p)] = [next(answers) for _ in p.requests]
+    return [verdicts.get(id(p), []) for p in prepared]
+
+
+def grade_jobs(jobs: Sequence[Job], judges: Callable[[Plan], Judge | None], progress: Progress | None = None,
+               reward: Reward = "hard") -> list[Result]:
+    """One Result per job, in order. `judges` gives each plan its judge (None for a plan without judge items)."""
+    prepared = [prepare(job, judges(job.plan) if isinstance(job.plan, Plan) else None) for job in jobs]
+    results = []
+    for index, (p, verdicts) in enumerate(zip(prepared, judge_all(prepared))):
+        results.append(finish(p, verdicts, reward))
+        if progress is not None:
+            progress(index + 1, len(prepared))
+    return results
+
+
 def grade_plan(plan: Plan, trajectories: Sequence, judge: Judge | None,
                progress: Progress | None = None, reward: Reward = "hard") -> list[Result]:
     """Grade already-loaded trajectories (or LoadFailures) with a compiled plan and a resolved judge.
     `reward` picks what each Result's `reward` holds: "hard" the score, "expected" the expected score."""
-    code_items: list[dict[str, ItemResult]] = []
-    requests, owners = [], []
-    for index, trajectory in enumerate(trajectories):
-        if isinstance(trajectory, LoadFailure):
-            code_items.append({})
-            continue
-        code_items.append({s.item.id: run_code_step(s, trajectory) for s in plan.steps if isinstance(s, CodeStep)})
-        for request in plan.judge_requests(trajectory):
-            requests.append(request)
-            owners.append(index)
-    verdicts = call_judge(judge, requests) if requests else []
-    judged: list[dict[str, Verdict]] = [{} for _ in trajectories]
-    for owner, request, verdict in zip(owners, requests, verdicts):
-        judged[owner][request.item.id] = verdict
-    judge_name = getattr(judge, "name", type(judge).__name__) if judge is not None and plan.needs_judge else None
-    results = []
-    for index, trajectory in enumerate(trajectories):
-        if isinstance(trajectory, LoadFailure):
-            results.append(failed_result(plan, trajectory, reward))
-        else:
-            items = [code_items[index][s.item.id] if isinstance(s, CodeStep)
-                     else judge_item_result(s, judged[index][s.item.id]) for s in plan.steps]
-            usages = [v.usage for v in judged[index].values() if v.usage is not None]
-            results.append(assemble(plan, trajectory, items, judge_name, reward,
-                                    total_usage(usages) if usages else None))
-        if progress is not None:
-            progress(index + 1, len(trajectories))
-    return results
+    chosen = judge if plan.needs_judge else None
+    return grade_jobs([Job(plan, t) for t in trajectories], lambda _: chosen, progress, reward)
 
 
-def _expand(sources: Iterable) -> Iterator:
-    """Each input as it is, except trajectory files: every trajectory of a .json/.jsonl file, in order
-    (a bad line becomes a TrajectoryLoadError value, which grades as a load failure)."""
-    from pathlib import Path
+def score_many(trajectories: Iterable, rubric: Any = None, judge: Judge | None = None,
+               progress: Progress | None = None, *, uncertain: Band | None = None,
+               reward: Reward = "hard") -> list[Result]:
+    """One Result per trajectory, in input order (a .jsonl path contributes one per line).
 
-    from rubrics.trajectory import iter_trajectory_file
-
-    for src in sources:
-        if isinstance(src, Path) or (isinstance(src, str) and src.endswith((".json", ".jsonl"))
-                                     and "\n" not in src and Path(src).is_file()):
-            yield from iter_trajectory_file(src)
-        else:
-            yield src
-
-
-def score_many(trajectories: Iterable, rubric, judge: Judge | None = None, progress: Progress | None = None,
-               *, uncertain: Band | None = None, reward: Reward = "hard") -> list[Result]:
-    """One Result per trajectory, in input order (a .jsonl path contributes one per line). Every judge
-    request of every trajectory goes to the judge in one call. A trajectory that cannot be loaded gets a
-    Result with `errors` and no items. `uncertain` overrides the rubric's uncertain band (as --uncertain)."""
-    from rubrics.loading import load_rubric
-
-    plan = compile_rubric(load_rubric(rubric), uncertain)
-    loaded = [_load(src, i) for i, src in enumerate(_expand(trajectories))]
-    return grade_plan(plan, loaded, resolve_judge(judge, plan), progress, reward)
+    `rubric`: one rubric for all (path, YAML text, dict or Rubric); a list with one rubric per trajectory; or
+    None when `trajectories` holds (trajectory, rubric) pairs (tuples or rubrics.Pair). Each distinct rubric is
+    compiled once, and every judge request of every trajectory goes to the judge in one call. A trajectory that
+    cannot be loaded, or whose rubric (given per trajectory) is unusable, gets a Result with `errors` and no
+    items; one unusable rubric for all raises RubricError. `uncertain` overrides the rubrics' uncertain band."""
+    jobs = make_jobs(trajectories, rubric, uncertain)
+    return grade_jobs(jobs, JudgeChoice(judge), progress, reward)
 
 
 def score(trajectory, rubric, judge: Judge | None = None, *, uncertain: Band | None = None,
           reward: Reward = "hard") -> Result:
     """Grade one trajectory (path, dict or Trajectory) against a rubric (path, YAML text, dict or Rubric).
     Raises TrajectoryError when the trajectory cannot be loaded."""
-    from rubrics.loading import load_rubric
     from rubrics.trajectory import load_trajectory
 
-    plan = compile_rubric(load_rubric(rubric), uncertain)
-    return grade_plan(plan, [load_trajectory(trajectory)], resolve_judge(judge, plan), reward=reward)[0]
+    plan = PlanCache().plan(rubric, uncertain)
+    return grade_jobs([Job(plan, load_trajectory(trajectory))], JudgeChoice(judge), reward=reward)[0]

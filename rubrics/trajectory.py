@@ -341,7 +341,27 @@ def _is_message_list(data: list) -> bool:
     return all(isinstance(m, dict) for m in data) and any("role" in m for m in data)
 
 
+def _adapted(data: Any) -> list[Any] | None:
+    """The trajectories of data in another framework's shape (rubrics/adapters), or None for our own shape."""
+    from rubrics.adapters import AdapterError, find_adapter
+
+    adapter = find_adapter(data)
+    if adapter is None:
+        return None
+    try:
+        return adapter.convert(data)
+    except AdapterError as error:
+        raise _Problem(f"{adapter.name}: {error}") from None
+    except (TypeError, ValueError, AttributeError, KeyError, RecursionError) as error:   # a shape it did not plan for
+        raise _Problem(f"{adapter.name}: cannot convert: {type(error).__name__}: {error}") from None
+
+
 def _validate(data: Any, default_id: str | None) -> Trajectory:
+    adapted = _adapted(data)
+    if adapted is not None:
+        if len(adapted) != 1:
+            raise _Problem(f"holds {len(adapted)} trajectories; iter_trajectory_file() or score_many read them all")
+        data = adapted[0]
     if isinstance(data, list):
         if not _is_message_list(data):
             raise _Problem("expected a trajectory object or a list of chat messages that each have a 'role'")
@@ -479,6 +499,9 @@ def iter_trajectory_file(path: str | Path) -> Iterator[Trajectory | TrajectoryLo
     if not data.strip():
         yield TrajectoryLoadError(f"{path}:1", "empty file")
         return
+    if path.suffix.lower() == ".eval" or data[:4] == b"PK\x03\x04":   # a zip: an Inspect .eval log
+        yield from _adapter_file(path)
+        return
     if _looks_like_jsonl(path, data):
         yield from _jsonl_entries(path, data)
         return
@@ -488,10 +511,60 @@ def iter_trajectory_file(path: str | Path) -> Iterator[Trajectory | TrajectoryLo
         yield TrajectoryLoadError(f"{path}:{error.line}", str(error))
         return
     for entry, line, default_id in _entries(path, text):
+        # the whole file is one document: an Inspect log in it holds many samples (a cheap look before decoding)
+        whole = default_id == path.stem and entry.lstrip().startswith("{") and '"samples"' in entry
+        several = _several(entry, path, line) if whole else None
+        if several is not None:
+            yield from several
+            continue
         try:
             yield _load_one(entry, str(path), line, default_id)
         except TrajectoryLoadError as error:
             yield error
+
+
+def _several(text: str, path: Path, line: int) -> list[Trajectory | TrajectoryLoadError] | None:
+    """Each trajectory of a document that an adapter reads as several (an Inspect log's samples); None otherwise."""
+    try:
+        data = _decode(text)
+        adapted = _adapted(data)
+    except _Problem:
+        return None   # _load_one decodes it again and reports where it fails
+    if adapted is None or len(adapted) == 1:
+        return None
+    out: list[Trajectory | TrajectoryLoadError] = []
+    for index, entry in enumerate(adapted):
+        where = f"{path}:{line}: samples[{index}]"
+        try:
+            trajectory = _validate(entry, f"{path.stem}:{index + 1}")
+        except _Problem as problem:
+            out.append(TrajectoryLoadError(where, problem.message))
+            continue
+        trajectory.source = where
+        out.append(trajectory)
+    return out
+
+
+def _adapter_file(path: Path) -> Iterator[Trajectory | TrajectoryLoadError]:
+    """A binary log an adapter reads itself (an Inspect .eval zip): each sample, or its error."""
+    from rubrics.adapters import AdapterError
+    from rubrics.adapters.inspect_log import INSPECT_LOG
+
+    try:
+        for where, entry in INSPECT_LOG.read_file(path):
+            source = f"{path}: {where}"
+            if isinstance(entry, AdapterError):
+                yield TrajectoryLoadError(source, f"{INSPECT_LOG.name}: {entry}")
+                continue
+            try:
+                trajectory = _validate(entry, None)
+            except _Problem as problem:
+                yield TrajectoryLoadError(source, problem.message)
+                continue
+            trajectory.source = source
+            yield trajectory
+    except AdapterError as error:
+        yield TrajectoryLoadError(str(path), f"{INSPECT_LOG.name}: {error}")
 
 
 def load_trajectory(src: str | Path | dict | list | Trajectory) -> Trajectory:
@@ -520,3 +593,15 @@ def _is_file(text: str) -> bool:
         return len(text) < 4096 and Path(text).is_file()
     except (OSError, ValueError):
         return False
+
+
+TRAJECTORY_FILE_SUFFIXES = (".json", ".jsonl", ".ndjson", ".eval", ".traj")
+
+
+def is_trajectory_file(src: Any) -> bool:
+    """Whether score_many reads `src` as a file of trajectories (every entry) rather than as one trajectory: a Path,
+    or a string naming an existing file with a trajectory-file suffix."""
+    if isinstance(src, Path):
+        return True
+    return (isinstance(src, str) and src.endswith(TRAJECTORY_FILE_SUFFIXES) and "\n" not in src
+            and _is_file(src))

@@ -158,7 +158,7 @@ class RubricValidator:
         return Item(id=parsed.id, kind=kind, text=parsed.text, points=parsed.points, check=found[0],
                     config=config, threshold=parsed.threshold,
                     evidence=tuple(parsed.evidence) if parsed.evidence is not None else None,
-                    examples=tuple(parsed.examples or ()))
+                    examples=tuple(parsed.examples or ()), tags=tuple(dict.fromkeys(parsed.tags or ())))
 
     def item_fields(self, raw: dict, path: tuple) -> ItemFields | None:
         known = {k: v for k, v in raw.items() if k in ItemFields.model_fields}

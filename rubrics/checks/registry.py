@@ -9,7 +9,7 @@ import json
 from importlib import metadata
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from rubrics.checks.base import CheckError, CheckOutcome, CheckSpec
 from rubrics.trajectory import Trajectory, load_trajectory
@@ -23,6 +23,7 @@ _BUILTINS = {
     "contains": "rubrics.checks.text:CONTAINS",
     "regex": "rubrics.checks.text:REGEX",
     "tool_called": "rubrics.checks.tools:TOOL_CALLED",
+    "tool_sequence": "rubrics.checks.sequence:TOOL_SEQUENCE",
     "file": "rubrics.checks.files:FILE",
     "json": "rubrics.checks.json_path:JSON",
     "tests": "rubrics.checks.tests:TESTS",

@@ -1,15 +1,20 @@
-"""The `tool_called` check: how many tool calls match a name glob and argument values."""
+"""The `tool_called` check: how many tool calls match a name glob and argument values.
+
+An argument value `{number: X, tolerance: T}` matches a number within T of X (absolute): tools receive amounts
+that went through float arithmetic or formatting (84.5 vs 84.50000001), which an equality test would reject.
+"""
 
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections import Counter
 from fnmatch import translate
 from functools import cached_property
 from typing import Any
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from rubrics.checks.base import CheckConfig, CheckOutcome, LintProblem, glob_problem, json_equal, lint_glob
 from rubrics.trajectory import ToolCall, Trajectory
@@ -20,6 +25,16 @@ class ToolCalledConfig(CheckConfig):
     args: dict[str, Any] = Field(default_factory=dict)
     min: int = Field(1, ge=0)
     max: int | None = Field(None, ge=0)
+
+    @field_validator("args")
+    @classmethod
+    def _numeric_args(cls, args: dict[str, Any]) -> dict[str, Any]:
+        for key, value in args.items():
+            if isinstance(value, dict) and "number" in value:
+                problem = numeric_problem(value)
+                if problem:
+                    raise ValueError(f"args.{key}: {problem}")
+        return args
 
     @model_validator(mode="after")
     def _range(self) -> ToolCalledConfig:
@@ -41,9 +56,51 @@ class ToolCalledConfig(CheckConfig):
         return f"{self.name!r}{args}"
 
 
+NUMERIC_KEYS = {"number", "tolerance"}
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def numeric_problem(spec: dict[str, Any]) -> str | None:
+    """Why `{number: X, tolerance: T}` is invalid, or None."""
+    unknown = sorted(set(spec) - NUMERIC_KEYS)
+    if unknown:
+        return f"unknown key {unknown[0]!r} in a numeric match (keys: number, tolerance)"
+    if not _is_number(spec["number"]):
+        return f"number must be a finite number, got {spec['number']!r}"
+    tolerance = spec.get("tolerance", 0)
+    if not _is_number(tolerance) or tolerance < 0:
+        return f"tolerance must be a number >= 0, got {tolerance!r}"
+    return None
+
+
+def _as_number(actual: Any) -> float | None:
+    """A JSON number, or text that is one ("84.50"): models often pass amounts as strings."""
+    if _is_number(actual):
+        return float(actual)
+    if isinstance(actual, str) and len(actual) <= 64:
+        try:
+            value = float(actual.strip())
+        except ValueError:
+            return None
+        return value if math.isfinite(value) else None
+    return None
+
+
+def _numeric_matches(spec: dict[str, Any], actual: Any) -> bool:
+    value = _as_number(actual)
+    # the tolerance gets a relative epsilon: 84.51 - 84.50 is 0.010000000000005116 in binary floating point
+    bound = spec.get("tolerance", 0) + 1e-9 * max(1.0, abs(spec["number"]))
+    return value is not None and abs(value - spec["number"]) <= bound
+
+
 def _value_matches(wanted: Any, actual: Any, glob: re.Pattern[str] | None) -> bool:
     if isinstance(actual, list) and not isinstance(wanted, list):
         return any(_value_matches(wanted, item, glob) for item in actual)  # to: [a, b] matches to: a
+    if isinstance(wanted, dict) and "number" in wanted:
+        return _numeric_matches(wanted, actual)
     if glob is not None:
         text = actual if isinstance(actual, str) else json.dumps(actual, ensure_ascii=False, default=str)
         return wanted == text or bool(glob.match(text))

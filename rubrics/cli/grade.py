@@ -1,4 +1,5 @@
-"""`rubric grade RUBRIC TRAJECTORY_OR_DIR...`: grade trajectories and print a table, JSON or JSONL.
+"""`rubric grade RUBRIC TRAJECTORY_OR_DIR...` or `rubric grade --dataset FILE.jsonl`: grade trajectories and print
+a table, JSON or JSONL (with --aggregate healthbench, HealthBench's figures too).
 
 Exit status: 0 when every trajectory loaded and every item was evaluated; 1 when a trajectory failed
 to load, an item is `error` (for instance judge items under --judge none) or the rubric is invalid;
@@ -7,11 +8,13 @@ to load, an item is `error` (for instance judge items under --judge none) or the
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 
 JUDGES = ("embedded", "openai", "panel", "none")
 FORMATS = ("table", "json", "jsonl")
 REWARDS = ("hard", "expected")
 COMBINES = ("mean_logit", "majority")
+AGGREGATES = ("healthbench",)
 
 
 def band(text: str) -> tuple[float, float]:
@@ -45,9 +48,15 @@ def prices(text: str) -> tuple[float, float]:
 def register(subparsers) -> None:
     parser = subparsers.add_parser("grade", help="grade trajectories against a rubric",
                                    description="Grade trajectories (.json/.jsonl files, or directories of them) "
-                                               "against a rubric.")
-    parser.add_argument("rubric", metavar="RUBRIC")
-    parser.add_argument("paths", nargs="+", metavar="TRAJECTORY_OR_DIR")
+                                               "against a rubric, or the (trajectory, rubric) lines of datasets.")
+    parser.add_argument("rubric", metavar="RUBRIC", nargs="?")
+    parser.add_argument("paths", nargs="*", metavar="TRAJECTORY_OR_DIR")
+    parser.add_argument("--dataset", action="append", default=[], metavar="FILE.jsonl",
+                        help="grade a dataset instead: each line {\"trajectory\": ..., \"rubric\": ...}, each an "
+                             "inline object or a path relative to the file (repeatable); no RUBRIC then")
+    parser.add_argument("--aggregate", choices=AGGREGATES,
+                        help="also report aggregate figures: healthbench = HealthBench's clipped mean, bootstrap "
+                             "std and per-tag means (table or json format)")
     parser.add_argument("--judge", choices=JUDGES,
                         help="judge for judge items (default: the rubric's judge: panel when it has one, else "
                              "embedded; none reports them as not evaluated)")
@@ -74,6 +83,9 @@ def register(subparsers) -> None:
     parser.add_argument("--reward", choices=REWARDS, default="hard",
                         help="what the reward field of json/jsonl output holds: hard = score (default), "
                              "expected = expected_score")
+    parser.add_argument("--reward-json", metavar="PATH",
+                        help="also write PATH as {\"reward\": R} (Harbor/Terminal-Bench reward.json) for the one "
+                             "trajectory graded; R is null when the result is incomplete or it did not load")
     parser.set_defaults(handler=run, parser=parser)
 
 
@@ -87,15 +99,15 @@ def collect_trajectories(paths: list[str]):
     """(trajectories in input order, error lines). A directory contributes its *.json and *.jsonl, sorted."""
     from pathlib import Path
 
-    from rubrics.trajectory import TrajectoryLoadError, iter_trajectory_file
+    from rubrics.trajectory import TRAJECTORY_FILE_SUFFIXES, TrajectoryLoadError, iter_trajectory_file
 
     loaded, errors = [], []
     for name in paths:
         path = Path(name)
         if path.is_dir():
-            files = sorted(p for p in path.iterdir() if p.is_file() and p.suffix in (".json", ".jsonl"))
+            files = sorted(p for p in path.iterdir() if p.is_file() and p.suffix in TRAJECTORY_FILE_SUFFIXES)
             if not files:
-                errors.append(f"{name}: error: no .json or .jsonl files in this directory")
+                errors.append(f"{name}: error: no .json or .jsonl files (nor .eval, .traj) in this directory")
         elif path.exists():
             files = [path]
         else:
@@ -211,32 +223,29 @@ def check_calibrated_methods(args, judge, plan) -> None:
         args.parser.error(str(exc))
 
 
-def run(args) -> int:
-    from pathlib import Path
-
-    from rubrics.compiler import compile_rubric
-    from rubrics.loading import analyze_rubric
-    from rubrics.scoring import grade_plan
-
+def check_usage(args) -> None:
     if args.judge == "openai" and not args.base_url:
         args.parser.error("--judge openai needs --base-url")
     if args.cache and args.no_cache:
         args.parser.error("--cache and --no-cache exclude each other")
-    rubric, problems, source = analyze_rubric(Path(args.rubric))
-    for problem in problems:
-        if problem.severity == "error":
-            warn(problem.format(source))
-    if rubric is None:
+    if args.dataset and args.rubric is not None:
+        args.parser.error("--dataset takes the rubric from each line: give no RUBRIC or TRAJECTORY_OR_DIR")
+    if not args.dataset and (args.rubric is None or not args.paths):
+        args.parser.error("give RUBRIC and at least one TRAJECTORY_OR_DIR, or --dataset FILE.jsonl")
+    if args.aggregate and args.format == "jsonl":
+        args.parser.error("--aggregate needs --format table or json (jsonl holds results only)")
+
+
+def run(args) -> int:
+    check_usage(args)
+    graded = grade_dataset(args) if args.dataset else grade_paths(args)
+    if graded is None:
         return 1
-    plan = compile_rubric(rubric, args.uncertain)
-    trajectories, load_errors = collect_trajectories(args.paths)
-    for line in load_errors:
-        warn(line)
-    judge = make_judge(args, plan) if plan.needs_judge and trajectories else None
-    from rubrics.cli.judge_progress import judge_progress   # progress bar on a terminal, summary line after
-    with judge_progress(judge):
-        results = grade_plan(plan, trajectories, judge, reward=args.reward)
-    write_results(results, args)
+    results, load_errors = graded.results, graded.load_errors
+    write_results(results, args, aggregate_of(args, graded))
+    if args.reward_json:   # one trial's reward for task runners; null unless its result is complete
+        from rubrics.integrations.reward_json import reward_json_option
+        reward_json_option(args, results, load_errors)
     from rubrics.cli.judge_report import judge_report_lines
     for line in judge_report_lines(results, args.price_per_mtok):
         warn(line)
@@ -250,18 +259,89 @@ def run(args) -> int:
     return 1 if load_errors or incomplete else 0
 
 
-def write_results(results, args) -> None:
-    from rubrics.cli.table import render_table
+@dataclass
+class Graded:
+    jobs: list       # rubrics.jobs.Job, in result order
+    results: list    # rubrics.result.Result
+    load_errors: list[str]
+
+
+def grade_paths(args) -> Graded | None:
+    from pathlib import Path
+
+    from rubrics.compiler import compile_rubric
+    from rubrics.jobs import Job
+    from rubrics.loading import analyze_rubric
+    from rubrics.scoring import grade_jobs
+
+    rubric, problems, source = analyze_rubric(Path(args.rubric))
+    for problem in problems:
+        if problem.severity == "error":
+            warn(problem.format(source))
+    if rubric is None:
+        return None
+    plan = compile_rubric(rubric, args.uncertain)
+    trajectories, load_errors = collect_trajectories(args.paths)
+    for line in load_errors:
+        warn(line)
+    judge = make_judge(args, plan) if plan.needs_judge and trajectories else None
+    jobs = [Job(plan, t) for t in trajectories]
+    from rubrics.cli.judge_progress import judge_progress   # progress bar on a terminal, summary line after
+    with judge_progress(judge):
+        results = grade_jobs(jobs, lambda p: judge if p.needs_judge else None, reward=args.reward)
+    return Graded(jobs, results, load_errors)
+
+
+def grade_dataset(args) -> Graded:
+    """Every usable line of every --dataset file, all judge requests in one judge call. The judge comes from the
+    options; a rubric's own judge: panel or calibration is used when every rubric of the run has the same."""
+    from rubrics.dataset import read_dataset
+    from rubrics.jobs import PlanCache
+    from rubrics.scoring import default_judge_key, grade_jobs
+
+    jobs, load_errors, plans = [], [], PlanCache(limit=1 << 30)
+    for name in args.dataset:
+        dataset = read_dataset(name, args.uncertain, plans)
+        jobs += dataset.jobs
+        load_errors += dataset.errors
+    for line in load_errors:
+        warn(line)
+    judged = [job.plan for job in jobs if job.plan.needs_judge]
+    settings = {default_judge_key(plan) for plan in judged}
+    if len(settings) > 1 and not args.judge:
+        warn("warning: the rubrics of this dataset set different judge: panel or calibration; grading with the "
+             "embedded judge (choose with --judge, --panel-member, --calibration)")
+    judge = make_judge(args, judged[0] if len(settings) == 1 else None) if judged else None
+    from rubrics.cli.judge_progress import judge_progress
+    with judge_progress(judge):
+        results = grade_jobs(jobs, lambda p: judge if p.needs_judge else None, reward=args.reward)
+    return Graded(jobs, results, load_errors)
+
+
+def aggregate_of(args, graded: Graded):
+    if args.aggregate != "healthbench":
+        return None
+    from rubrics.healthbench.aggregate import aggregate_results
+
+    return aggregate_results(graded.results, [job.trajectory for job in graded.jobs])
+
+
+def write_results(results, args, aggregate=None) -> None:
+    from rubrics.cli.table import render_aggregate, render_table
     from rubrics.json_text import dumps
 
     # Strict JSON (no NaN), lone surrogates escaped: the whole text is encoded before anything is written,
     # so a value that cannot be written never leaves a truncated or empty --output file behind.
     if args.format == "jsonl":
         text = "".join(dumps(r.to_dict()) + "\n" for r in results)
+    elif args.format == "json" and aggregate is not None:
+        text = dumps({"results": [r.to_dict() for r in results], "aggregate": aggregate.to_dict()}, indent=2) + "\n"
     elif args.format == "json":
         text = dumps([r.to_dict() for r in results], indent=2) + "\n"
     else:
         text = render_table(results, verbose=args.verbose)
+        if aggregate is not None:
+            text += render_aggregate(aggregate)
     data = text.encode("utf-8")
     if args.output:
         with open(args.output, "wb") as out:

@@ -11,7 +11,8 @@ import argparse
 import importlib
 import sys
 
-COMMAND_MODULES = ["grade", "lint", "schema", "tasks", "calibrate", "split", "report", "judge_eval", "model", "serve"]
+COMMAND_MODULES = ["grade", "lint", "schema", "tasks", "calibrate", "split", "report", "judge_eval", "model", "serve",
+                   "importer"]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -53,6 +53,42 @@ def item_rows(result) -> list[list[str]]:
     return rows
 
 
+def tag_rows(result) -> list[list[str]]:
+    """--verbose: one row per tag of the result, under its items."""
+    return [[f"  #{printable(tag)}", _number(score.score), "", "", f"{score.earned}/{score.total}"
+             + ("" if score.complete else " (incomplete)")] for tag, score in result.tags.items()]
+
+
+def tag_summary(results) -> list[str]:
+    """Per tag: the mean of its scores over the results that have it (a tag of penalties only has none)."""
+    scores: dict[str, list[float]] = {}
+    for result in results:
+        for tag, score in result.tags.items():
+            if score.score is not None:
+                scores.setdefault(tag, []).append(score.score)
+    if not scores:
+        return []
+    rows = [["tag", "mean score", "results"]] + [[printable(tag), f"{sum(v) / len(v):.3f}", str(len(v))]
+                                                 for tag, v in sorted(scores.items())]
+    return [""] + align(rows)
+
+
+def render_aggregate(aggregate) -> str:
+    """`--aggregate healthbench` under the table: the clipped mean, its bootstrap std and n, then each tag's."""
+    def row(name, figure):
+        return [name, f"{figure.mean:.4f}", f"{figure.bootstrap_std:.4f}", str(figure.n_samples)]
+
+    rows = [["healthbench", "mean (clipped)", "bootstrap std", "n"]]
+    if aggregate.overall is not None:
+        rows.append(row("overall", aggregate.overall))
+    rows += [row(printable(tag), figure) for tag, figure in aggregate.tags.items()]
+    lines = [""] + align(rows)
+    if aggregate.excluded:
+        lines.append(f"left out: {len(aggregate.excluded)} incomplete result(s), e.g. "
+                     f"{printable(aggregate.excluded[0])}")
+    return "\n".join(lines) + "\n"
+
+
 def render_table(results, verbose: bool = False) -> str:
     header = ["trajectory", "score", "expected", "range", "uncertain", "gates", "earned/total", "complete"]
     summary = [header] + [[printable(r.trajectory_id), f"{r.score:.3f}", _number(r.expected_score), _range(r),
@@ -62,12 +98,13 @@ def render_table(results, verbose: bool = False) -> str:
     if not verbose:
         lines = aligned
     else:
-        per_item = [item_rows(r) for r in results]
+        per_item = [item_rows(r) + tag_rows(r) for r in results]
         flat = [row for rows in per_item for row in rows]
         item_lines = iter(align(flat)) if flat else iter(())
         lines = aligned[:1]
         for line, rows in zip(aligned[1:], per_item):
             lines += [line] + [next(item_lines) for _ in rows]
+    lines += tag_summary(results)
     errors = [i for r in results for i in r.items if i.status == "error"]
     if errors:
         lines.append(f"incomplete: {len(errors)} item(s) could not be evaluated (e.g. {printable(errors[0].error)}); "

@@ -11,7 +11,7 @@ from trajectory_factory import make_trajectory
 
 from rubrics.checks import CheckError, CheckOutcome, UnknownCheckError, check_keys, get_check, registry, run_check
 
-BUILTINS = ["email_sent", "number", "contains", "regex", "tool_called", "file", "json", "tests", "all_of", "any_of", "not"]
+BUILTINS = ["email_sent", "number", "contains", "regex", "tool_called", "tool_sequence", "file", "json", "tests", "all_of", "any_of", "not"]
 
 
 @pytest.fixture(autouse=True)

@@ -1,0 +1,159 @@
+"""Throughput of concurrent `rubrics.ascore` calls against one `score_many` batch and sequential `score` calls.
+
+    python benchmarks/async_grading.py [--trajectories 64] [--judge-items 5] [--threads 2] [--window-ms 50] [--rounds 1]
+
+The same N CFO trajectories (each made distinct, so no prompt repeats whole) are graded three ways with the
+embedded judge, each on a fresh engine (so no mode reuses another's prefix cache), the model loaded before the
+clock starts:
+
+1. score_many: one call, every judge request in one engine batch (the reference);
+2. ascore: N coroutines started together with asyncio.gather, one trajectory each; the JudgeBatcher joins the
+   requests that arrive within its window into one engine batch (target: throughput within 20% of 1);
+3. score: N calls one after the other, one engine batch of one trajectory each.
+
+Prints judgments per second of each, the ratios, how many engine calls each made, whether the three agree on
+every verdict, and the machine's load average (uptime) before and after: the figures move with the load.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+RUBRIC = REPO / "examples" / "cfo-mis" / "rubric.yaml"
+SOURCES = [REPO / "examples" / "cfo-mis" / "trajectories", REPO / "examples" / "labels" / "cfo-mis" / "trajectories"]
+
+
+def make_trajectories(count: int) -> list[dict]:
+    sources = sorted(p for d in SOURCES for p in d.glob("*.json"))
+    made = []
+    for index in range(count):
+        data = json.loads(sources[index % len(sources)].read_text())
+        if isinstance(data, list):  # bare OpenAI messages
+            data = {"messages": data}
+        data["id"] = f"async-{index:03d}"
+        note = f"\n(Run {index}: prepared from the finance share on day {index % 28 + 1}.)"
+        data["final_answer"] = (data.get("final_answer") or data["messages"][-1].get("content") or "") + note
+        made.append(data)
+    return made
+
+
+class CountingJudge:
+    """Counts the engine calls of a judge (the batcher's worker makes them, one at a time)."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.name = inner.name
+        self.calls = 0
+
+    def judge(self, requests):
+        self.calls += 1
+        return self.inner.judge(requests)
+
+
+def fresh_judge() -> CountingJudge:
+    from rubrics.judges.embedded import EmbeddedJudge
+
+    judge = EmbeddedJudge()
+    judge.builder   # loads the engine, weights and tokenizer before the clock starts
+    return CountingJudge(judge)
+
+
+def run_many(trajectories, rubric):
+    import rubrics
+
+    judge = fresh_judge()
+    started = time.perf_counter()
+    results = rubrics.score_many(trajectories, rubric, judge=judge)
+    return time.perf_counter() - started, results, judge.calls
+
+
+def run_async(trajectories, rubric, window_ms: float):
+    import rubrics
+    from rubrics.batching import JudgeBatcher
+
+    judge = fresh_judge()
+    batcher = JudgeBatcher(judge, window_ms=window_ms)
+
+    async def main():
+        return await asyncio.gather(*(rubrics.ascore(t, rubric, batcher=batcher) for t in trajectories))
+
+    started = time.perf_counter()
+    results = asyncio.run(main())
+    seconds = time.perf_counter() - started
+    batcher.close()
+    return seconds, results, judge.calls
+
+
+def run_sequential(trajectories, rubric):
+    import rubrics
+
+    judge = fresh_judge()
+    started = time.perf_counter()
+    results = [rubrics.score(t, rubric, judge=judge) for t in trajectories]
+    return time.perf_counter() - started, results, judge.calls
+
+
+def verdicts(results) -> list[tuple]:
+    return [(r.trajectory_id, i.id, i.status, round(i.probability or 0.0, 4)) for r in results for i in r.items]
+
+
+def load() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"load average {one:.2f}, {five:.2f}, {fifteen:.2f} on {os.cpu_count()} CPUs"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--trajectories", type=int, default=64)
+    parser.add_argument("--threads", type=int, default=2, help="torch threads")
+    parser.add_argument("--window-ms", type=float, default=50.0, help="the JudgeBatcher's window")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="run the three modes this many times, alternating; the fastest round of each counts "
+                             "(other tenants of a shared machine slow some rounds down)")
+    parser.add_argument("--judge-items", type=int, default=None,
+                        help="keep only the first N judge items of the CFO rubric (a loaded machine: fewer judgments)")
+    args = parser.parse_args()
+
+    import torch
+
+    import rubrics
+
+    torch.set_num_threads(args.threads)
+    rubric = rubrics.load_rubric(RUBRIC)
+    if args.judge_items is not None:
+        judged = [item.id for item in rubric.items if item.is_judge][: args.judge_items]
+        rubric = rubric.model_copy(update={
+            "gates": tuple(i for i in rubric.gates if not i.is_judge or i.id in judged),
+            "criteria": tuple(i for i in rubric.criteria if not i.is_judge or i.id in judged)})
+    trajectories = make_trajectories(args.trajectories)
+    print(f"before: {load()}")
+    figures: dict[str, float] = {}
+    outputs = {}
+    for round_ in range(1, args.rounds + 1):
+        for label, run in (("score_many", lambda: run_many(trajectories, rubric)),
+                           ("ascore x N", lambda: run_async(trajectories, rubric, args.window_ms)),
+                           ("score x N", lambda: run_sequential(trajectories, rubric))):
+            seconds, results, calls = run()
+            judged = sum(1 for r in results for i in r.items if i.method == "judge" and i.status != "error")
+            figures[label] = max(figures.get(label, 0.0), judged / seconds)
+            outputs[label] = results
+            print(f"round {round_}: {label:10}: {len(results)} trajectories, {judged} judgments in {seconds:.1f}s = "
+                  f"{judged / seconds:.2f} judgments/s, {calls} engine call(s); {load()}", flush=True)
+    print(f"after: {load()}")
+    print(f"fastest round of {args.rounds}: " + ", ".join(f"{k} {v:.2f} judgments/s" for k, v in figures.items()))
+    print(f"ascore / score_many: x{figures['ascore x N'] / figures['score_many']:.2f} (target >= 0.80)")
+    print(f"ascore / sequential score: x{figures['ascore x N'] / figures['score x N']:.2f}")
+    print(f"score_many / sequential score: x{figures['score_many'] / figures['score x N']:.2f}")
+    reference = verdicts(outputs["score_many"])
+    same = {label: verdicts(results) == reference for label, results in outputs.items()}
+    print("same verdicts and probabilities (4 decimals) as score_many: "
+          + ", ".join(f"{label}: {'yes' if ok else 'NO'}" for label, ok in same.items()))
+
+
+if __name__ == "__main__":
+    main()
