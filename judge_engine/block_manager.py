@@ -6,6 +6,10 @@ The scheduler only asks (as vLLM's KV-cache manager is asked): the blocks the pr
 (register_full_blocks, mark_computed), and giving a sequence's blocks back (free_sequence). Block tables and
 their hash chains live here; the model runner reads a sequence's table through block_table().
 
+Samples of one request (n, best_of) and beams share blocks: fork() gives a sibling every block of its parent
+(refcounts); a shared block that a sequence is about to write into (the prompt's partial last block) is copied on
+write, and take_copies() tells the step which blocks' keys and values to copy before its model run.
+
 A full block is registered under a hash chained over its parent's hash and its own token ids as soon as the
 step that fills it is scheduled, so that a request arriving later finds it, even one admitted to that same step
 (each layer writes the whole step's keys and values before any attention reads them). A hash is only an index: a hit is
@@ -71,6 +75,8 @@ class BlockManager:
         self._evictable: OrderedDict[int, None] = OrderedDict()            # refcount 0, hashed: LRU order
         self._by_hash: dict[int, int] = {}
         self.num_used = 0  # blocks with refcount > 0
+        self.num_copied_blocks = 0  # copies on write so far (a forked sibling wrote into a shared block)
+        self._copies: list[tuple[int, int]] = []  # decided copies the next step must make (take_copies)
         self._sequences: dict[Sequence, SequenceBlocks] = {}  # Sequence hashes by identity (eq=False)
 
     # -- a sequence's blocks: what the scheduler asks --------------------------------------------------
@@ -81,8 +87,9 @@ class BlockManager:
 
     def allocate_slots(self, seq: Sequence, num_new_tokens: int, computed: PrefixMatch | None = None) -> bool:
         """Room for `num_new_tokens` tokens after the sequence's computed ones and, on admission, after the
-        cached blocks `computed` (which it then holds). False when the pool cannot: a running sequence keeps what
-        it had, an admission holds nothing (its cached blocks are released again)."""
+        cached blocks `computed` (which it then holds). A block those tokens go into that a forked sibling shares
+        is first copied (copy on write; take_copies() hands the copies to the step). False when the pool cannot:
+        a running sequence keeps what it had, an admission holds nothing (its cached blocks are released again)."""
         blocks = self._sequences.get(seq)
         if blocks is None:
             blocks = self._sequences[seq] = SequenceBlocks()
@@ -91,13 +98,15 @@ class BlockManager:
             blocks.block_ids.extend(computed.block_ids)
             blocks.hashes.extend(computed.hashes)
         num_tokens = seq.num_computed_tokens + (computed.num_tokens(self.block_size) if computed else 0)
-        needed = -(-(num_tokens + num_new_tokens) // self.block_size) - len(blocks.block_ids)
-        if needed <= 0:
+        needed = max(-(-(num_tokens + num_new_tokens) // self.block_size) - len(blocks.block_ids), 0)
+        shared = self._shared_blocks_written(blocks, num_tokens, num_new_tokens) if computed is None else []
+        if needed + len(shared) == 0:
             return True
-        if not self.can_allocate(needed):
+        if not self.can_allocate(needed + len(shared)):
             if computed is not None:
                 self.free_sequence(seq)
             return False
+        self._copy_on_write(blocks, shared)
         blocks.block_ids.extend(self.allocate(needed))
         return True
 
@@ -118,6 +127,54 @@ class BlockManager:
         blocks = self._sequences.pop(seq, None)
         if blocks is not None:
             self.free(blocks.block_ids)
+
+    def free_blocks_outside_window(self, seq: Sequence, window: int) -> int:
+        """Give back the sequence's blocks that lie entirely left of the sliding window of every query still to
+        come (a model whose every layer attends only the last `window` keys never reads them again); their table
+        entries become -1, which the attention paths never read. Returns how many blocks were given back.
+
+        The block before the first one not yet indexed in the prefix cache is kept: its registration reads it."""
+        blocks = self._sequences.get(seq)
+        if blocks is None:
+            return 0
+        # the next query sits at num_computed_tokens and sees keys from num_computed_tokens - window + 1 on
+        count = min(max(0, seq.num_computed_tokens - window + 1) // self.block_size, len(blocks.hashes) - 1)
+        freed = [block_id for block_id in blocks.block_ids[:max(count, 0)] if block_id >= 0]
+        if freed:
+            self.free(freed)
+            blocks.block_ids[:count] = [-1] * count
+        return len(freed)
+
+    def fork(self, parent: Sequence, child: Sequence) -> None:
+        """The child shares all of the parent's blocks (one more reference each, hash chain included); whichever of
+        them writes into a shared block later gets its own copy first (allocate_slots)."""
+        source = self._sequences[parent]
+        self.acquire([block_id for block_id in source.block_ids if block_id >= 0])  # -1: left of a sliding window
+        self._sequences[child] = SequenceBlocks(list(source.block_ids), list(source.hashes))
+
+    def take_copies(self) -> list[tuple[int, int]]:
+        """The (source, destination) block copies decided since the last call: the step being scheduled must make
+        them before its model run writes into the destinations."""
+        copies, self._copies = self._copies, []
+        return copies
+
+    def _shared_blocks_written(self, blocks: SequenceBlocks, start: int, num_new_tokens: int) -> list[int]:
+        """Indices of the sequence's blocks that positions [start, start + num_new_tokens) write and that another
+        sequence also holds (forked siblings share the prompt's partial last block until one of them writes)."""
+        if num_new_tokens <= 0:
+            return []
+        first = start // self.block_size
+        last = min(-(-(start + num_new_tokens) // self.block_size), len(blocks.block_ids))
+        return [i for i in range(first, last) if self.blocks[blocks.block_ids[i]].ref_count > 1]
+
+    def _copy_on_write(self, blocks: SequenceBlocks, indices: list[int]) -> None:
+        for index in indices:
+            source = blocks.block_ids[index]
+            copy = self._take_free_block()
+            self.free([source])  # still held by its other owners: the last writer keeps the original
+            blocks.block_ids[index] = copy
+            self._copies.append((source, copy))
+            self.num_copied_blocks += 1
 
     def block_table(self, seq: Sequence) -> list[int]:
         """The sequence's block ids in order (the list itself, for the step being prepared: read, never edit)."""
@@ -155,6 +212,8 @@ class BlockManager:
     def free(self, block_table: list[int]) -> None:
         """Drop one reference to each block; the tail is queued first so that shared heads live longest."""
         for block_id in reversed(block_table):
+            if block_id < 0:
+                continue  # left of a sliding window, given back already (free_blocks_outside_window)
             block = self.blocks[block_id]
             if block.ref_count <= 0:
                 raise AssertionError(f"block {block_id} freed with ref_count {block.ref_count}")
@@ -200,6 +259,8 @@ class BlockManager:
 
     def acquire(self, block_ids: list[int]) -> None:
         for block_id in block_ids:
+            if block_id < 0:
+                continue  # left of a sliding window, given back already (free_blocks_outside_window)
             block = self.blocks[block_id]
             if block.ref_count == 0:
                 del self._evictable[block_id]

@@ -12,11 +12,12 @@ import time
 
 import torch
 
+from judge_engine.beam_search import BeamSearchParams, BeamState, proposals
 from judge_engine.block_manager import BlockManager
 from judge_engine.config import EngineConfig
 from judge_engine.kv_cache import allocate_kv_cache, cpu_num_blocks, cuda_num_blocks
 from judge_engine.model_runner import ModelRunner
-from judge_engine.output_processor import OutputProcessor, TrackedRequest
+from judge_engine.output_processor import OutputProcessor, SampleGroup, TrackedRequest
 from judge_engine.outputs import RequestOutput
 from judge_engine.sampler import SamplingError, SamplingParams, make_generator, sample
 from judge_engine.scheduler import Scheduler, ScheduledSequence, SchedulerOutput
@@ -36,7 +37,8 @@ class LLMEngine:
         self.device = torch.device(config.device)
         self.model_path = resolve_model_path(config.model, config.cache_dir)
         self.model, self.spec = load_model(self.model_path, config.torch_dtype, self.device,
-                                           cache_dir=config.cache_dir, **_backend_option(config))
+                                           cache_dir=config.cache_dir, max_model_len=config.max_model_len,
+                                           **_backend_option(config))
         self.tokenizer = load_tokenizer(self.model_path)
         self.max_model_len = min(config.max_model_len or self.spec.max_position_embeddings,
                                  self.spec.max_position_embeddings)
@@ -46,7 +48,7 @@ class LLMEngine:
         self.block_manager = BlockManager(num_blocks, config.block_size, config.enable_prefix_caching)
         self.stats_counters = EngineStats(kv_blocks_total=num_blocks, block_size=config.block_size)
         self.scheduler = Scheduler(self.block_manager, config.max_num_seqs, config.max_num_batched_tokens,
-                                   self.stats_counters)
+                                   self.stats_counters, sliding_window=self.spec.sliding_window)
         self.runner = ModelRunner(self.model, kv_caches, config.block_size, self.device)
         eos = set(self.spec.eos_token_ids)
         if self.tokenizer.eos_token_id is not None:
@@ -108,7 +110,21 @@ class LLMEngine:
         seq = Sequence(request_id, token_ids, params, logprobs_from=logprobs_from,
                        generator=make_generator(params, torch.device("cpu")),
                        next_token_candidates=tuple(next_token_candidates))
-        text_prompt = prompt if isinstance(prompt, str) else None
+        self._admit(seq, prompt if isinstance(prompt, str) else None, stream,
+                    SampleGroup() if params.best_of > 1 else None)
+
+    def add_beam_search_request(self, request_id: str, prompt: str | list[int], params: BeamSearchParams) -> None:
+        """Queue a beam search (beam_search.py has the rule); its one output, once finished, has the best
+        params.beam_width hypotheses in .outputs, best first."""
+        if request_id in self._requests:
+            raise ValueError(f"request_id {request_id!r} is already in the engine")
+        # greedy and EOS-blind: the beams' tokens are chosen by the search, not by the sampler or stop rules
+        sampling = SamplingParams(temperature=0.0, max_tokens=params.max_tokens, ignore_eos=True)
+        seq = Sequence(request_id, self.encode(prompt), sampling)
+        self._admit(seq, prompt if isinstance(prompt, str) else None, False,
+                    SampleGroup(forked=True, beam=BeamState(params, live=[seq])))
+
+    def _admit(self, seq: Sequence, text_prompt: str | None, stream: bool, group: SampleGroup | None) -> None:
         error = self._reject_reason(seq)
         if error is not None:
             seq.status, seq.finish_reason, seq.error = SequenceStatus.FINISHED, "error", error
@@ -117,10 +133,20 @@ class LLMEngine:
             rejected = TrackedRequest(seq, text_prompt, stream, None, rejected=True)
             self._ready.append(self.output_processor.output(rejected))
             return
-        self._requests[request_id] = self.output_processor.track(seq, text_prompt, stream)
+        request = self._requests[seq.request_id] = self.output_processor.track(seq, text_prompt, stream)
+        if group is not None:
+            group.members[seq] = request
+            request.group = group
         self.stats_counters.requests += 1
         self.stats_counters.prompt_tokens += seq.num_prompt_tokens
         self.scheduler.add(seq)
+
+    def _tracked(self, seq: Sequence) -> TrackedRequest | None:
+        """The tracker of one sequence: its request's, or its own inside the request's group."""
+        request = self._requests.get(seq.request_id)
+        if request is None or request.group is None:
+            return request
+        return request.group.members.get(seq)
 
     def _reject_reason(self, seq: Sequence) -> str | None:
         n = seq.num_prompt_tokens
@@ -143,9 +169,13 @@ class LLMEngine:
         request = self._requests.pop(request_id, None)
         if request is None:
             return
-        self.scheduler.finish(request.seq)
-        request.seq.finish_reason = "abort"
-        request.seq.finished_time = time.perf_counter()
+        now = time.perf_counter()
+        for member in request.samples:
+            if not member.seq.is_finished:
+                self.scheduler.finish(member.seq)
+                member.seq.finish_reason, member.seq.finished_time = "abort", now
+        if request.seq.finish_reason is None:  # its first sequence ended (a dropped beam): the request was aborted
+            request.seq.finish_reason, request.seq.finished_time = "abort", now
         self.stats_counters.aborted_requests += 1
 
     def has_unfinished_requests(self) -> bool:
@@ -169,6 +199,7 @@ class LLMEngine:
                 raise RuntimeError("scheduler made no progress with requests waiting (engine bug)")
             return outputs
         try:
+            self.runner.copy_blocks(out.blocks_to_copy)
             logits, row_positions = self.runner.execute(out.scheduled)
         except Exception as error:  # noqa: BLE001 - the batch fails, the engine stays usable
             return outputs + self._fail_batch(out, error)
@@ -185,15 +216,15 @@ class LLMEngine:
 
     def _step_outputs(self, out: SchedulerOutput) -> list[RequestOutput]:
         outputs = []
-        for item in out.scheduled:
-            request = self._requests.get(item.seq.request_id)
+        for request_id in dict.fromkeys(item.seq.request_id for item in out.scheduled):  # samples share an id
+            request = self._requests.get(request_id)
             if request is None:
                 continue
-            if request.seq.is_finished or (request.stream
-                                           and request.seq.num_output_tokens > request.reported_tokens):
+            finished = request.finished
+            if finished or (request.streams and request.has_new_tokens()):
                 outputs.append(self._guarded_output(request))
-            if request.seq.is_finished:
-                del self._requests[item.seq.request_id]
+            if finished:
+                del self._requests[request_id]
         return outputs
 
     def _guarded_output(self, request: TrackedRequest) -> RequestOutput:
@@ -201,19 +232,25 @@ class LLMEngine:
             return self.output_processor.output(request)
         except Exception as error:  # noqa: BLE001 - a text that cannot be decoded fails its own request only
             message = f"decoding the output failed: {type(error).__name__}: {error}"
-            if request.seq.is_finished:   # its blocks are already free; only the outcome changes
-                request.seq.finish_reason, request.seq.error = "error", message
+            if request.finished:   # its blocks are already free; only the outcome changes
+                for member in request.samples:
+                    member.seq.finish_reason, member.seq.error = "error", message
                 self.stats_counters.failed_requests += 1
             else:
                 self._fail_request(request.seq, message)
             return self.output_processor.output(request, text="")
 
     def _fail_request(self, seq: Sequence, message: str) -> None:
-        """End one request with an error and free its blocks; the rest of the batch goes on."""
-        if seq.is_finished:
+        """End one request, all of its samples or beams, with an error and free its blocks; the rest of the batch
+        goes on."""
+        request = self._requests.get(seq.request_id)
+        members = [tracked.seq for tracked in request.samples] if request is not None else [seq]
+        if all(member.is_finished for member in members):
             return
-        seq.error = message
-        self._finish(seq, "error")
+        for member in members:
+            if not member.is_finished:
+                member.error = message
+                self._finish(member, "error")
         self.stats_counters.failed_requests += 1
 
     def _fail_unfinished(self, out: SchedulerOutput, message: str) -> None:
@@ -225,17 +262,17 @@ class LLMEngine:
         """The model raised (out of memory, a kernel error): every request of the step ends with the error
         and frees its blocks, including those registered for this step, so nobody waits on them."""
         failed = []
-        for item in out.scheduled:
-            request = self._requests.pop(item.seq.request_id)
-            item.seq.error = f"model step failed: {type(error).__name__}: {error}"
-            self._finish(item.seq, "error")
-            self.stats_counters.failed_requests += 1
+        for request_id in dict.fromkeys(item.seq.request_id for item in out.scheduled):
+            request = self._requests[request_id]
+            self._fail_request(request.seq, f"model step failed: {type(error).__name__}: {error}")
+            del self._requests[request_id]
             failed.append(self.output_processor.output(request))
         return failed
 
     def _apply_logits(self, out: SchedulerOutput, logits: torch.Tensor, row_positions: list[list[int]]) -> None:
         sample_rows: list[int] = []
         sample_seqs: list[Sequence] = []
+        beam_requests: dict[str, TrackedRequest] = {}
         row = 0
         for item, positions in zip(out.scheduled, row_positions):
             seq = item.seq
@@ -246,13 +283,42 @@ class LLMEngine:
             except Exception as error:  # noqa: BLE001 - one request's bookkeeping must not fail the others
                 self._fail_request(seq, f"reading the logits failed: {type(error).__name__}: {error}")
                 continue
-            if item.end == seq.num_tokens and seq.wants_next_token:
-                sample_rows.append(row - 1)
-                sample_seqs.append(seq)
-            elif item.end == seq.num_tokens:
-                self._finish(seq, "length")  # the prompt was all it asked for (max_tokens=0)
+            if item.end != seq.num_tokens or seq.is_finished:
+                continue
+            request = self._requests[seq.request_id]
+            group = request.group
+            if group is not None and group.beam is not None and seq.wants_next_token:
+                group.beam.proposals[seq] = proposals(rows[-1], group.beam.params.beam_width)
+                beam_requests[seq.request_id] = request
+                continue
+            members = [seq]
+            if group is not None and not group.forked:  # the first sample's prompt is done: all samples start
+                self._fork_samples(request)
+                members = [tracked.seq for tracked in request.samples]
+            for member in members:
+                if member.wants_next_token:
+                    sample_rows.append(row - 1)
+                    sample_seqs.append(member)
+                else:
+                    self._finish(member, "length")  # the prompt was all it asked for (max_tokens=0)
         if sample_seqs:
             self._sample_and_append(logits[sample_rows], sample_seqs)
+        for request in beam_requests.values():
+            if not request.finished and request.group.beam.ready():
+                self._advance_beams(request)
+
+    def _fork_samples(self, request: TrackedRequest) -> None:
+        """The request's first sequence computed its prompt: its other samples start from there, sharing its blocks
+        (sample i draws from a generator seeded with sample_seed(seed, i)) and its last logits row."""
+        parent, group = request.seq, request.group
+        children = [parent.fork(i, make_generator(parent.params, torch.device("cpu"), i))
+                    for i in range(1, parent.params.best_of)]
+        for child in children:
+            tracked = self.output_processor.track(child, request.prompt, request.stream)
+            tracked.group = group
+            group.members[child] = tracked
+        self.scheduler.fork(parent, children)
+        group.forked = True
 
     def _sample_and_append(self, logits: torch.Tensor, seqs: list[Sequence]) -> None:
         """Sample every row, then give each request its token; a request whose row could not be sampled, or whose
@@ -264,6 +330,8 @@ class LLMEngine:
             if isinstance(token, SamplingError):
                 self._fail_request(seq, str(token))
                 continue
+            if seq.is_finished:
+                continue  # a sibling sample failed this step, and the request with it
             try:
                 if i in logprob_rows:
                     self.output_processor.record_sampled_logprobs(seq, logprob_rows[i], token)
@@ -276,15 +344,55 @@ class LLMEngine:
         if seq.first_token_time is None:
             seq.first_token_time = now
         self.stats_counters.generated_tokens += 1
-        reason = self.output_processor.stop_reason(self._requests[seq.request_id], token)
+        tracked = self._tracked(seq)
+        if tracked.group is not None:
+            tracked.group.generated_tokens += 1
+        reason = self.output_processor.stop_reason(tracked, token)
         if reason is not None:
             self._finish(seq, reason)
+
+    def _advance_beams(self, request: TrackedRequest) -> None:
+        """One round of beam search, once every live beam has proposed: beams kept once continue, beams kept
+        several times are forked, the others are freed."""
+        group, beam = request.group, request.group.beam
+        kept = beam.plan_round(self.eos_token_ids)
+        continuing: list[Sequence] = []
+        taken: set[int] = set()
+        for c in kept:  # forks copy their parent before any parent takes its own token
+            parent = beam.live[c.beam]
+            if c.beam in taken:
+                child = parent.fork(len(group.members), None)
+                group.members[child] = self.output_processor.track(child, request.prompt, False)
+                group.members[child].group = group
+                self.scheduler.fork(parent, [child])
+                continuing.append(child)
+            else:
+                taken.add(c.beam)
+                continuing.append(parent)
+        for index, seq in enumerate(beam.live):
+            if index not in taken:  # dropped: its blocks go back (those its forks share stay theirs)
+                self.scheduler.finish(seq)
+                del group.members[seq]
+        now = time.perf_counter()
+        for seq, c in zip(continuing, kept):
+            seq.token_ids.append(c.token)
+            seq.cumulative_logprob = c.cumulative_logprob
+            seq.first_token_time = seq.first_token_time or now
+        self.stats_counters.generated_tokens += len(kept)
+        group.generated_tokens += len(kept)
+        if beam.end_round(continuing, self.max_seq_len):
+            for seq in continuing:
+                self._finish(seq, "length")
+            if not continuing:
+                self.stats_counters.finished_requests += 1
 
     def _finish(self, seq: Sequence, reason: str) -> None:
         seq.finish_reason = reason
         seq.finished_time = time.perf_counter()
         self.scheduler.finish(seq)
-        self.stats_counters.finished_requests += 1
+        request = self._requests.get(seq.request_id)
+        if request is None or request.finished:  # the request's last sample or beam
+            self.stats_counters.finished_requests += 1
 
 
 def _backend_option(config: EngineConfig) -> dict:

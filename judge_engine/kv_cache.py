@@ -57,3 +57,16 @@ def allocate_kv_cache(spec, num_blocks: int, block_size: int, dtype: torch.dtype
     storage = torch.zeros((2, spec.num_layers, num_blocks, block_size, spec.num_kv_heads, spec.head_dim),
                           dtype=dtype, device=device)
     return storage, [(storage[0, layer], storage[1, layer]) for layer in range(spec.num_layers)]
+
+
+def copy_blocks(kv_caches: list[tuple[torch.Tensor, torch.Tensor]], pairs: list[tuple[int, int]]) -> None:
+    """Copy on write: each (source, destination) block's keys and values, in every layer, into the destination
+    (a forked sample's own copy of a block it shares and is about to write into)."""
+    if not pairs:
+        return
+    device = kv_caches[0][0].device
+    sources = torch.tensor([source for source, _ in pairs], dtype=torch.int64, device=device)
+    destinations = torch.tensor([destination for _, destination in pairs], dtype=torch.int64, device=device)
+    for keys, values in kv_caches:
+        keys[destinations] = keys[sources]
+        values[destinations] = values[sources]

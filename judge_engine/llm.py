@@ -13,6 +13,7 @@ from collections.abc import Sequence as SequenceABC
 from dataclasses import dataclass
 from pathlib import Path
 
+from judge_engine.beam_search import BeamSearchParams
 from judge_engine.config import EngineConfig
 from judge_engine.engine import LLMEngine
 from judge_engine.outputs import RequestOutput, Scored, ScoreError, TokenUsage
@@ -95,6 +96,21 @@ class LLM:
         if len(params) != len(prompts):
             raise ValueError(f"params: {len(params)} SamplingParams for {len(prompts)} prompts")
         ids = [self._add(prompt, p) for prompt, p in zip(prompts, params)]
+        finished = self._run(set(ids))
+        return [finished[i] for i in ids]
+
+    def beam_search(self, prompts: Prompt | list[Prompt], beam_width: int, max_tokens: int,
+                    length_penalty: float = 1.0, ignore_eos: bool = False) -> list[RequestOutput]:
+        """One finished RequestOutput per prompt whose .outputs are its best `beam_width` beams, best first (each
+        with token_ids, text, cumulative_logprob and finish_reason "stop" at EOS or "length"); the rule is
+        judge_engine/beam_search.py's. All prompts' beams run in one batch, sharing their prompt's blocks."""
+        prompts = _as_prompt_list(prompts)
+        params = BeamSearchParams(beam_width, max_tokens, length_penalty, ignore_eos)
+        ids = []
+        for prompt in prompts:
+            request_id = f"llm-{next(self._ids)}"
+            self.engine.add_beam_search_request(request_id, prompt, params)
+            ids.append(request_id)
         finished = self._run(set(ids))
         return [finished[i] for i in ids]
 

@@ -11,6 +11,7 @@ import numpy as np
 import torch
 
 from judge_engine.attention.metadata import AttentionMetadata
+from judge_engine.kv_cache import copy_blocks
 from judge_engine.scheduler import ScheduledSequence
 
 
@@ -79,6 +80,11 @@ class ModelRunner:
         self.block_size = block_size
         self.device = device
         self.model_time_s = 0.0
+
+    @torch.inference_mode()
+    def copy_blocks(self, pairs: list[tuple[int, int]]) -> None:
+        """The step's copies on write, before its model run writes into their destinations."""
+        copy_blocks(self.kv_caches, pairs)
 
     @torch.inference_mode()
     def execute(self, scheduled: list[ScheduledSequence]) -> tuple[torch.Tensor, list[list[int]]]:

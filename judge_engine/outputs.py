@@ -48,6 +48,19 @@ class TokenUsage:
 
 
 @dataclass
+class CompletionOutput:
+    """One of a request's completions (vLLM's shape): with n > 1 or beam search, RequestOutput.outputs holds n."""
+    index: int                          # its place in RequestOutput.outputs
+    text: str
+    token_ids: list[int]
+    cumulative_logprob: float | None    # sum of its tokens' log P; None unless logprobs or several samples
+    logprobs: list[dict[int, float]] | None
+    finish_reason: str | None
+    new_token_ids: list[int] = field(default_factory=list)  # since the request's previous output
+    new_text: str = ""
+
+
+@dataclass
 class RequestOutput:
     request_id: str
     prompt: str | None
@@ -68,12 +81,17 @@ class RequestOutput:
     rejected: bool = False
     next_token_logprobs: dict[int, float] | None = None  # add_request(next_token_candidates=...) only
     metrics: RequestMetrics | None = None
+    # Every completion, best first when ranked (best_of > n, beam search), else in sample order; the fields
+    # above (text, token_ids, finish_reason, new_*, logprobs) are those of outputs[0].
+    outputs: list[CompletionOutput] = field(default_factory=list)
 
     @property
     def usage(self) -> TokenUsage:
-        """This request's prompt tokens, those its prefix-cache hits served, and its output tokens."""
+        """This request's prompt tokens, those its prefix-cache hits served, and its output tokens (of every
+        sample or beam it generated, returned or not)."""
         cached = self.metrics.num_cached_tokens if self.metrics is not None else 0
-        return TokenUsage(len(self.prompt_token_ids), cached, len(self.token_ids))
+        generated = self.metrics.num_output_tokens if self.metrics is not None else len(self.token_ids)
+        return TokenUsage(len(self.prompt_token_ids), cached, generated)
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,10 @@ class SamplingParams:
     seed: int | None = None       # per-request generator: the same seed gives the same tokens in any batch
     include_stop_str_in_output: bool = False
     return_logits: bool = False   # keep the float32 logits rows of the request (tests, debugging)
+    n: int = 1                    # completions returned
+    # candidates generated (None: n); the n with the highest cumulative log-probability are returned. All of a
+    # request's candidates share its prompt's KV blocks; candidate i draws with sample_seed(seed, i).
+    best_of: int | None = None
     stop_strings: tuple[str, ...] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -63,19 +67,36 @@ class SamplingParams:
         self.stop_strings = tuple(stop)
         if any(isinstance(t, bool) or not isinstance(t, int) for t in self.stop_token_ids or []):
             raise SamplingParamsError(f"stop_token_ids: expected integers, got {self.stop_token_ids!r}")
+        self._check_samples()
+
+    def _check_samples(self) -> None:
+        if isinstance(self.n, bool) or not isinstance(self.n, int) or self.n < 1:
+            raise SamplingParamsError(f"n: expected an integer >= 1, got {self.n!r}")
+        if self.best_of is None:
+            self.best_of = self.n
+        if isinstance(self.best_of, bool) or not isinstance(self.best_of, int) or self.best_of < self.n:
+            raise SamplingParamsError(f"best_of: expected None or an integer >= n ({self.n}), got {self.best_of!r}")
+        if self.best_of > 1 and self.return_logits:
+            raise SamplingParamsError("return_logits: not available with several samples (n or best_of > 1)")
 
     @property
     def greedy(self) -> bool:
         return self.temperature < GREEDY_TEMPERATURE
 
 
-def make_generator(params: SamplingParams, device: torch.device) -> torch.Generator | None:
-    """A request's own generator, so its draws never depend on which other requests share the batch."""
+def sample_seed(seed: int, index: int) -> int:
+    """The seed of a request's sample `index`: seed + index, wrapped into the signed 64-bit range (vLLM's rule), so
+    that sample i of a seeded request with n samples equals a request of n=1 seeded with seed + i."""
+    return (seed + index - SEED_MIN) % 2 ** 64 + SEED_MIN
+
+
+def make_generator(params: SamplingParams, device: torch.device, sample_index: int = 0) -> torch.Generator | None:
+    """A sequence's own generator, so its draws never depend on which other requests share the batch."""
     if params.greedy:
         return None
     generator = torch.Generator(device=device)
     if params.seed is not None:
-        generator.manual_seed(params.seed)
+        generator.manual_seed(sample_seed(params.seed, sample_index))
     else:
         generator.seed()
     return generator

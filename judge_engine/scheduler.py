@@ -35,6 +35,7 @@ class ScheduledSequence:
 class SchedulerOutput:
     scheduled: list[ScheduledSequence] = field(default_factory=list)
     preempted: list[Sequence] = field(default_factory=list)
+    blocks_to_copy: list[tuple[int, int]] = field(default_factory=list)  # (source, destination), before the run
 
     @property
     def num_batched_tokens(self) -> int:
@@ -43,8 +44,10 @@ class SchedulerOutput:
 
 class Scheduler:
     def __init__(self, block_manager: BlockManager, max_num_seqs: int, max_num_batched_tokens: int,
-                 stats: EngineStats) -> None:
+                 stats: EngineStats, sliding_window: int | None = None) -> None:
+        """sliding_window: every layer of the model attends only this many keys (blocks left of it are freed)."""
         self.block_manager = block_manager
+        self.sliding_window = sliding_window
         self.block_size = block_manager.block_size
         self.max_num_seqs = max_num_seqs
         self.max_num_batched_tokens = max_num_batched_tokens
@@ -54,6 +57,20 @@ class Scheduler:
 
     def add(self, seq: Sequence) -> None:
         self.waiting.append(seq)
+
+    def fork(self, parent: Sequence, children: list[Sequence]) -> None:
+        """Siblings of `parent` (samples of its request, beams) that share its blocks and run right after it; a
+        parent waiting to be recomputed (preempted) gets siblings that wait, and recompute, with it."""
+        if parent.status is SequenceStatus.RUNNING:
+            for child in children:
+                self.block_manager.fork(parent, child)
+            at = self.running.index(parent) + 1
+            self.running[at:at] = children
+        else:
+            at = self.waiting.index(parent) + 1
+            for offset, child in enumerate(children):
+                child.status, child.num_computed_tokens = SequenceStatus.WAITING, 0
+                self.waiting.insert(at + offset, child)
 
     def has_unfinished(self) -> bool:
         return bool(self.waiting or self.running)
@@ -73,6 +90,7 @@ class Scheduler:
         budget = self._schedule_running(out, self.max_num_batched_tokens)
         if not out.preempted:
             self._admit_waiting(out, budget)
+        out.blocks_to_copy = self.block_manager.take_copies()
         self._record_usage(out)
         return out
 
@@ -81,6 +99,9 @@ class Scheduler:
         while index < len(self.running) and budget > 0:
             seq = self.running[index]
             n = min(seq.num_tokens - seq.num_computed_tokens, budget)
+            if n == 0:  # a beam waiting for its siblings' next-token rows: nothing to compute this step
+                index += 1
+                continue
             while not self.block_manager.allocate_slots(seq, n):
                 victim = self.running.pop()  # the most recently admitted one is the cheapest to lose
                 self._preempt(victim)
@@ -135,6 +156,8 @@ class Scheduler:
             seq = item.seq
             self.block_manager.mark_computed(seq, item.start, item.end)
             seq.num_computed_tokens = item.end
+            if self.sliding_window is not None:
+                self.block_manager.free_blocks_outside_window(seq, self.sliding_window)
             self.stats.attention_pairs += (item.end * (item.end + 1) - item.start * (item.start + 1)) // 2
             if item.start < seq.num_prompt_tokens:
                 prompt_part = min(item.end, seq.num_prompt_tokens) - item.start

@@ -45,9 +45,27 @@ class Sequence:
     first_token_time: float | None = None
     finished_time: float | None = None
     stop_text_len: int | None = None    # where a stop string cut the text
+    sample_index: int = 0               # which of its request's samples (n, best_of) or beams this is
+    cumulative_logprob: float = 0.0     # sum of log P(token) over its output tokens (kept when tracks_logprob)
 
     def __post_init__(self) -> None:
         self.num_prompt_tokens = len(self.token_ids)
+
+    def fork(self, sample_index: int, generator: torch.Generator | None) -> Sequence:
+        """A sibling with the same tokens and progress (the block manager shares its blocks separately); it needs
+        neither prompt log-probabilities nor candidate scores: those belong to the request, kept by this one."""
+        child = Sequence(self.request_id, list(self.token_ids), self.params, generator=generator,
+                         sample_index=sample_index, status=self.status,
+                         num_computed_tokens=self.num_computed_tokens, num_cached_tokens=self.num_cached_tokens,
+                         output_logprobs=list(self.output_logprobs), arrival_time=self.arrival_time,
+                         first_token_time=self.first_token_time, cumulative_logprob=self.cumulative_logprob)
+        child.num_prompt_tokens = self.num_prompt_tokens
+        return child
+
+    @property
+    def tracks_logprob(self) -> bool:
+        """Whether each sampled token's log-probability is read: asked for, or needed to rank several samples."""
+        return self.params.logprobs is not None or self.params.best_of > 1
 
     @property
     def num_tokens(self) -> int:

@@ -90,7 +90,8 @@ def compile_judge(item: Item, rubric: Rubric, uncertain: Band | None = None) -> 
         threshold=_first(options.threshold, item.threshold, pick("threshold"), DEFAULT_THRESHOLD),
         method=_first(options.method, pick("method")),
         mode=_first(options.mode, pick("mode"), DEFAULT_MODE),
-        max_tokens=_first(options.max_tokens, pick("max_tokens"), DEFAULT_MAX_TOKENS))
+        max_tokens=_first(options.max_tokens, pick("max_tokens"), DEFAULT_MAX_TOKENS),
+        samples=_first(options.samples, pick("samples"), 1))
     band = _first(options.uncertain, uncertain, pick("uncertain"), DEFAULT_UNCERTAIN)
     return JudgeStep(item=item, judge=judge, evidence=tuple(evidence), uncertain=tuple(band))
 

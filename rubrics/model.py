@@ -16,10 +16,16 @@ ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"   # no spaces or "::": ids appear i
 Slug = Annotated[str, Field(pattern=ID_PATTERN, max_length=128)]
 Threshold = Annotated[float, Field(gt=0.0, lt=1.0)]
 MaxTokens = Annotated[StrictInt, Field(ge=1, le=8192)]
+Samples = Annotated[StrictInt, Field(ge=1, le=16, description=(
+    "Reasoned mode: rationales drawn (sampled, sharing the prompt) whose verdicts are averaged (self-consistency); "
+    "1, the default, is one greedy rationale."))]
 JudgeMethod = Literal[METHOD_NAMES]   # the method registry, rubrics/judges/methods/
 JudgeMode = Literal["direct", "reasoned"]
 DEFAULT_EVIDENCE = ("final_answer",)
 Probability = Annotated[float, Field(ge=0.0, le=1.0)]
+TAG_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:/+-]*$"   # e.g. axis:accuracy, theme:safety
+Tag = Annotated[StrictStr, Field(pattern=TAG_PATTERN, max_length=128)]
+MAX_TAGS = 32
 
 
 def _ordered(band: tuple[float, float]) -> tuple[float, float]:
@@ -66,6 +72,7 @@ class JudgeOptions(_Strict):
                                        + ".")
     mode: JudgeMode | None = Field(None, description="direct: answer at once; reasoned: think first, then answer.")
     max_tokens: MaxTokens | None = Field(None, description="Token budget of the reasoning in reasoned mode.")
+    samples: Samples | None = None
     threshold: Threshold | None = Field(None, description="Probability above which the item counts as met.")
     uncertain: UncertainBand | None = None
 
@@ -76,6 +83,7 @@ class JudgeDefaults(_Strict):
     method: JudgeMethod | None = None
     mode: JudgeMode | None = None
     max_tokens: MaxTokens | None = None
+    samples: Samples | None = None
     threshold: Threshold | None = None
     uncertain: UncertainBand | None = None
     calibration: StrictStr | None = Field(
@@ -102,6 +110,9 @@ class ItemFields(_Strict):
     evidence: list[StrictStr] | None = Field(None, description="Judge items only: selectors shown to the judge.")
     threshold: Threshold | None = Field(None, description="Judge items only: probability needed for met.")
     examples: list[JudgeExampleSpec] | None = Field(None, description="Judge items only: few-shot examples.")
+    tags: list[Tag] | None = Field(None, max_length=MAX_TAGS,
+                                   description="Labels such as axis:accuracy; each result reports a score per tag "
+                                               "over the criteria that carry it.")
 
 
 JUDGE_ONLY_FIELDS = ("evidence", "threshold", "examples")
@@ -129,6 +140,7 @@ class Item(BaseModel):
     evidence: tuple[str, ...] | None = None
     threshold: float | None = None
     examples: tuple[JudgeExampleSpec, ...] = ()
+    tags: tuple[str, ...] = ()
 
     @property
     def is_judge(self) -> bool:

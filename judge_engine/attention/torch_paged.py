@@ -25,6 +25,14 @@ fixes. So queries are batched freely as long as each one sees exactly its own ke
   rows more), with a mask per piece.
 
 The grouping is planned once per step (it is the same in every layer) and kept in the metadata.
+
+Sliding windows (a query at ``p`` sees keys ``p - window + 1 .. p``) keep the rule: the own-segment mask also
+blocks the keys left of the window, and the "before" call of query ``p`` reads keys ``[lo, s)`` where ``lo`` is
+the window's start rounded down to a segment, with a mask only when the window starts inside that segment; so
+the keys and mask of a query still depend on ``p`` alone, and a query whose window reaches key 0 takes exactly
+the unwindowed path. Soft-capped scores (``softcap * tanh(score / softcap)``, Gemma 2) are not something torch's
+flash kernel computes: those calls multiply, cap and normalise explicitly, every product of the same fixed
+32-row shape (the premise above), and return the same log-sum-exp for the merge.
 """
 
 from __future__ import annotations
@@ -77,27 +85,31 @@ def paged_attention(
     v_cache: torch.Tensor,
     meta: AttentionMetadata,
     scale: float,
+    window: int | None = None,
+    softcap: float | None = None,
 ) -> torch.Tensor:
     """Causal attention of ``q [T, Hq, D]`` over each sequence's cached keys; returns ``[T, Hq, D]``.
 
     Query ``i`` of a sequence with ``n`` queries and ``L`` context keys sits at position ``L - n + i``
     (causal mask aligned bottom-right), so a cached prefix is attended in full. Rows past the last
-    sequence (padding) are zero.
+    sequence (padding) are zero. ``window``: the query at ``p`` sees only keys ``p - window + 1 .. p``
+    (transformers' ``sliding_window``); block-table entries of blocks entirely left of every query's window may
+    be -1 (freed). ``softcap``: scores become ``softcap * tanh(score / softcap)`` before the softmax.
     """
     if q.device.type != "cpu":
-        return _attend_each_sequence(q, k_cache, v_cache, meta, scale)
+        return _attend_each_sequence(q, k_cache, v_cache, meta, scale, window, softcap)
     num_tokens, num_q_heads, head_dim = q.shape
     heads = _Heads(num_q_heads, k_cache.shape[2], head_dim)
-    plan = _step_plan(meta, k_cache.shape[1], heads, q.dtype)
+    plan = _step_plan(meta, k_cache.shape[1], heads, q.dtype, window)
     # every (token, query head) pair is one row of head_dim values; the plan addresses these head rows
     rows = q.contiguous().view(-1, head_dim)
     out = torch.empty((num_tokens * num_q_heads, head_dim), dtype=q.dtype)
     out[plan.padding_start:].zero_()
     lse = torch.empty(num_tokens * num_q_heads, dtype=torch.float32)
     for piece_class in plan.own_segments:
-        _attend_own_segments(rows, k_cache, v_cache, piece_class, heads, scale, out, lse)
+        _attend_own_segments(rows, k_cache, v_cache, piece_class, heads, scale, softcap, out, lse)
     for group in plan.before_groups:
-        _attend_before(rows, k_cache, v_cache, group, heads, scale, out, lse)
+        _attend_before(rows, k_cache, v_cache, group, heads, scale, softcap, out, lse)
     return out.view(q.shape)
 
 
@@ -139,7 +151,8 @@ class _PieceClass:
 
 @dataclass
 class _BeforeGroup:
-    """Queries of one or more sequences that all read the same cached blocks for keys ``[0, keys)``."""
+    """Queries of one or more sequences that all read the same cached blocks for keys ``[lo, lo + keys)`` (``lo``
+    is 0 without a sliding window)."""
 
     keys: int
     blocks: torch.Tensor      # int64 [keys / block_size]
@@ -147,6 +160,7 @@ class _BeforeGroup:
     query_rows: torch.Tensor  # int64 [Hkv * R]: head rows in call order, R = group * tokens in whole query tiles
     real_rows: int            # the first real_rows of each KV head's R rows are real (the rest repeat one)
     out_rows: torch.Tensor    # int64 [Hkv * real_rows]: the head rows of the real call rows
+    mask: torch.Tensor | None = None  # [tiles, 1, slice rows, keys]: keys left of each row's window
 
 
 @dataclass
@@ -156,19 +170,23 @@ class _StepPlan:
     padding_start: int  # head rows from here on belong to padding tokens
 
 
-def _step_plan(meta: AttentionMetadata, block_size: int, heads: _Heads, dtype: torch.dtype) -> _StepPlan:
+def _step_plan(meta: AttentionMetadata, block_size: int, heads: _Heads, dtype: torch.dtype,
+               window: int | None = None) -> _StepPlan:
     # keyed on the tensors themselves too, so metadata whose fields were replaced gets a fresh plan
     key = ("torch_paged", SEGMENT, block_size, heads, dtype, id(meta.cu_seqlens_q), id(meta.context_lens),
-           id(meta.block_tables))
+           id(meta.block_tables), window)
     plan = meta.backend_cache.get(key)
     if plan is None:
-        plan = _build_plan(meta, block_size, heads, dtype)
-        meta.backend_cache.clear()
+        plan = _build_plan(meta, block_size, heads, dtype, window)
+        # plans of other metadata are stale; those of other windows are the other layers' (Gemma 2 alternates)
+        for stale in [k for k in meta.backend_cache if k[:-1] != key[:-1]]:
+            del meta.backend_cache[stale]
         meta.backend_cache[key] = plan
     return plan
 
 
-def _build_plan(meta: AttentionMetadata, block_size: int, heads: _Heads, dtype: torch.dtype) -> _StepPlan:
+def _build_plan(meta: AttentionMetadata, block_size: int, heads: _Heads, dtype: torch.dtype,
+                window: int | None = None) -> _StepPlan:
     """Cut every sequence's queries at segment boundaries into pieces; class the pieces by padded size for
     the own-segment calls, and group them by the blocks they read before their segment."""
     segment = block_size * -(-SEGMENT // block_size)
@@ -177,7 +195,7 @@ def _build_plan(meta: AttentionMetadata, block_size: int, heads: _Heads, dtype: 
     tables = meta.block_tables.numpy().astype(np.int64)
     width = tables.shape[1]
     pieces: dict[int, list[tuple[int, int, int, int, np.ndarray]]] = {}
-    before: dict[tuple[int, bytes], tuple[np.ndarray, list[range]]] = {}
+    before: dict[tuple, tuple[np.ndarray, list[tuple[int, int, int]]]] = {}
     for b, context_len in enumerate(meta.context_lens.tolist()):
         num_queries = starts[b + 1] - starts[b]
         first = context_len - num_queries
@@ -192,16 +210,42 @@ def _build_plan(meta: AttentionMetadata, block_size: int, heads: _Heads, dtype: 
             own[:present.shape[0]] = present
             own[own < 0] = 0
             pieces.setdefault(_padded_positions(count), []).append((token, count, position, seg_start, own))
-            if seg_start > 0:
-                prefix = tables[b, :first_block]
-                entry = before.setdefault((seg_start, prefix.tobytes()), (prefix, []))
-                entry[1].append(range(token, token + count))
+            for run_position, run_count, lo, masked in _before_runs(position, count, seg_start, segment, window):
+                prefix = tables[b, lo // block_size:first_block]
+                if window is not None:
+                    prefix = np.where(prefix < 0, 0, prefix)  # a freed block is left of the window: masked
+                entry = before.setdefault((lo, seg_start, masked, prefix.tobytes()), (prefix, []))
+                entry[1].append((token + run_position - position, run_count, run_position))
             position += count
     return _StepPlan(
-        own_segments=[_piece_class(padded, items, segment, heads, dtype) for padded, items in sorted(pieces.items())],
-        before_groups=[_before_group(keys, prefix, ranges, heads) for (keys, _), (prefix, ranges) in before.items()],
+        own_segments=[_piece_class(padded, items, segment, heads, dtype, window)
+                      for padded, items in sorted(pieces.items())],
+        before_groups=[_before_group(lo, seg_start - lo, prefix, runs, heads, dtype, window if masked else None)
+                       for (lo, seg_start, masked, _), (prefix, runs) in before.items()],
         padding_start=starts[-1] * heads.num_q_heads,
     )
+
+
+def _before_runs(position: int, count: int, seg_start: int, segment: int, window: int | None):
+    """The queries at ``position .. position + count - 1`` (all in the segment at ``seg_start``) that read keys
+    before it, as runs ``(first position, count, lo, masked)``: each reads keys ``[lo, seg_start)``, masked when
+    its window starts past ``lo``. Without a window one run reads from key 0, unmasked."""
+    if seg_start == 0:
+        return []
+    if window is None:
+        return [(position, count, 0, False)]
+    runs: list[tuple[int, int, int, bool]] = []
+    for p in range(position, position + count):
+        first_key = max(0, p - window + 1)
+        lo = first_key - first_key % segment
+        if lo >= seg_start:
+            continue  # the window lies inside the query's own segment
+        masked = first_key > lo
+        if runs and runs[-1][2:] == (lo, masked) and runs[-1][0] + runs[-1][1] == p:
+            runs[-1] = (runs[-1][0], runs[-1][1] + 1, lo, masked)
+        else:
+            runs.append((p, 1, lo, masked))
+    return runs
 
 
 def _padded_positions(count: int) -> int:
@@ -227,18 +271,28 @@ def _in_calls(rows: int) -> int:
     return _tiled(rows) if rows <= CALL_ROWS else -(-rows // CALL_ROWS) * CALL_ROWS
 
 
-def _before_group(keys: int, prefix: np.ndarray, ranges: list[range], heads: _Heads) -> _BeforeGroup:
-    tokens = torch.tensor([t for r in ranges for t in r], dtype=torch.int64)
+def _before_group(lo: int, keys: int, prefix: np.ndarray, runs: list[tuple[int, int, int]], heads: _Heads,
+                  dtype: torch.dtype, window: int | None) -> _BeforeGroup:
+    """``runs``: (first token, count, first position) of each run of queries; ``window`` only when masked."""
+    tokens = torch.tensor([t for first, n, _ in runs for t in range(first, first + n)], dtype=torch.int64)
     first = int(prefix[0])
     consecutive = bool((prefix == np.arange(first, first + prefix.shape[0])).all())
     call_rows = heads.call_rows(tokens).reshape(heads.num_kv_heads, -1)
     real_rows = call_rows.shape[1]
+    mask = None
+    if window is not None:
+        # a KV head's call rows are (query head in group, token), token fastest
+        positions = torch.tensor([p for _, n, start in runs for p in range(start, start + n)]).repeat(heads.group)
+        positions = _padded_with_first(positions, _in_calls(real_rows)).view(-1, min(_in_calls(real_rows), CALL_ROWS))
+        blocked = (lo + torch.arange(keys))[None, None, :] <= (positions - window)[:, :, None]
+        mask = torch.zeros(blocked.shape, dtype=dtype).masked_fill_(blocked, float("-inf")).unsqueeze(1)
     return _BeforeGroup(keys, torch.from_numpy(prefix.copy()), first if consecutive else None,
                         _padded_with_first(call_rows, _in_calls(real_rows)).reshape(-1), real_rows,
-                        call_rows.reshape(-1))
+                        call_rows.reshape(-1), mask)
 
 
-def _piece_class(positions: int, items, segment: int, heads: _Heads, dtype: torch.dtype) -> _PieceClass:
+def _piece_class(positions: int, items, segment: int, heads: _Heads, dtype: torch.dtype,
+                 window: int | None = None) -> _PieceClass:
     num_pieces = len(items)
     first_tokens, counts, first_positions, seg_starts = (
         torch.tensor([item[field] for item in items], dtype=torch.int64) for field in range(4))
@@ -247,7 +301,10 @@ def _piece_class(positions: int, items, segment: int, heads: _Heads, dtype: torc
     tokens = first_tokens[:, None] + torch.where(real, offsets[None, :], 0)
     query_pos = first_positions[:, None] + offsets[None, :]
     key_pos = seg_starts[:, None] + torch.arange(segment)[None, :]
-    blocked = (key_pos[:, None, :] > query_pos[:, :, None]) & real[:, :, None]  # padding rows: nothing blocked
+    blocked = key_pos[:, None, :] > query_pos[:, :, None]
+    if window is not None:
+        blocked |= key_pos[:, None, :] <= query_pos[:, :, None] - window
+    blocked &= real[:, :, None]  # padding rows: nothing blocked
     mask = torch.zeros(blocked.shape, dtype=dtype).masked_fill_(blocked, float("-inf"))
     group = heads.group
     slice_rows = group * positions
@@ -271,7 +328,7 @@ def _piece_class(positions: int, items, segment: int, heads: _Heads, dtype: torc
 
 
 def _attend_own_segments(rows, k_cache, v_cache, pieces: _PieceClass, heads: _Heads, scale: float,
-                         out: torch.Tensor, lse: torch.Tensor) -> None:
+                         softcap: float | None, out: torch.Tensor, lse: torch.Tensor) -> None:
     """Masked attention of each piece's queries over its own segment; writes ``out`` and ``lse``."""
     num_pieces = pieces.mask.shape[0]
     kv_heads, head_dim = heads.num_kv_heads, heads.head_dim
@@ -283,8 +340,8 @@ def _attend_own_segments(rows, k_cache, v_cache, pieces: _PieceClass, heads: _He
     result_lse = torch.empty(queries.shape[:-1], dtype=torch.float32)
     for start in range(0, queries.shape[2], CALL_ROWS):  # a piece's slices differ in keys: one call per CALL_ROWS
         tiles = slice(start, start + CALL_ROWS)
-        result[:, :, tiles], result_lse[:, :, tiles] = _flash(queries[:, :, tiles], keys, values, scale,
-                                                              pieces.mask[:, :, tiles])
+        result[:, :, tiles], result_lse[:, :, tiles] = _attend(queries[:, :, tiles], keys, values, scale,
+                                                               pieces.mask[:, :, tiles], softcap)
     result, result_lse = result.view(-1, head_dim), result_lse.view(-1)
     if pieces.real is not None:
         result, result_lse = result.index_select(0, pieces.real), result_lse.index_select(0, pieces.real)
@@ -292,10 +349,10 @@ def _attend_own_segments(rows, k_cache, v_cache, pieces: _PieceClass, heads: _He
     lse.index_copy_(0, pieces.out_rows, result_lse)
 
 
-def _attend_before(rows, k_cache, v_cache, before: _BeforeGroup, heads: _Heads, scale: float, out: torch.Tensor,
-                   lse: torch.Tensor) -> None:
-    """Unmasked attention of the group's queries over keys ``[0, before.keys)``, merged into what ``out`` and
-    ``lse`` hold for them (their own segment)."""
+def _attend_before(rows, k_cache, v_cache, before: _BeforeGroup, heads: _Heads, scale: float,
+                   softcap: float | None, out: torch.Tensor, lse: torch.Tensor) -> None:
+    """Attention of the group's queries over the keys before their segment (unmasked unless a sliding window
+    starts inside them), merged into what ``out`` and ``lse`` hold for them (their own segment)."""
     kv_heads, head_dim = heads.num_kv_heads, heads.head_dim
     # the slices of every KV head's rows become the call's batch, all reading the same keys (a stride-0 view)
     num_rows = before.query_rows.shape[0] // kv_heads
@@ -310,7 +367,7 @@ def _attend_before(rows, k_cache, v_cache, before: _BeforeGroup, heads: _Heads, 
         values = _gather_blocks(v_cache, before.blocks, "v")
     keys = keys.view(1, before.keys, kv_heads, head_dim).permute(0, 2, 1, 3).expand(num_tiles, -1, -1, -1)
     values = values.view(1, before.keys, kv_heads, head_dim).permute(0, 2, 1, 3).expand(num_tiles, -1, -1, -1)
-    result, result_lse = _flash(queries, keys, values, scale, None)
+    result, result_lse = _attend(queries, keys, values, scale, before.mask, softcap)
     # back to call order [Hkv, R], then the real rows of each KV head
     result = result.transpose(0, 1).reshape(kv_heads, -1, head_dim)[:, :before.real_rows].reshape(-1, head_dim)
     result_lse = result_lse.transpose(0, 1).reshape(kv_heads, -1)[:, :before.real_rows].reshape(-1)
@@ -356,6 +413,33 @@ def _flash(q, k, v, scale: float, mask: torch.Tensor | None) -> tuple[torch.Tens
     return out, lse
 
 
+def _attend(q, k, v, scale: float, mask: torch.Tensor | None,
+            softcap: float | None) -> tuple[torch.Tensor, torch.Tensor]:
+    if softcap is None:
+        return _flash(q, k, v, scale, mask)
+    return _softcapped(q, k, v, scale, mask, softcap)
+
+
+def _softcapped(q, k, v, scale: float, mask: torch.Tensor | None,
+                softcap: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """``_flash`` with soft-capped scores, computed explicitly in float32 in the order transformers does
+    (scale, divide by the cap, tanh, multiply). ``q [B, H, L, D]`` has whole 32-row query tiles and every
+    product runs per tile, so a row's scores and weighted values do not depend on the other rows."""
+    batch, num_heads, num_rows, head_dim = q.shape
+    tiles = num_rows // QUERY_TILE
+    queries = q.float().reshape(batch, num_heads, tiles, QUERY_TILE, head_dim)
+    scores = torch.matmul(queries, k.float().unsqueeze(2).transpose(-1, -2)).mul_(scale).div_(softcap)
+    scores = apply_blockwise(torch.tanh, scores).mul_(softcap)
+    if mask is not None:
+        scores.add_(mask.float().reshape(mask.shape[0], mask.shape[1], tiles, QUERY_TILE, -1))
+    top = scores.amax(-1, keepdim=True)
+    weights = apply_blockwise(torch.exp, scores.sub_(top))
+    total = weights.sum(-1, keepdim=True)
+    out = torch.matmul(weights, v.float().unsqueeze(2)).div_(total)
+    lse = top.add_(apply_blockwise(torch.log, total))
+    return out.reshape(q.shape).to(q.dtype), lse.reshape(batch, num_heads, num_rows)
+
+
 def _merge(out_a: torch.Tensor, lse_a: torch.Tensor, out_b: torch.Tensor, lse_b: torch.Tensor) -> torch.Tensor:
     """Attention over the union of two disjoint key sets, from each set's output and log-sum-exp.
 
@@ -370,9 +454,10 @@ def _merge(out_a: torch.Tensor, lse_a: torch.Tensor, out_b: torch.Tensor, lse_b:
     return merged.to(out_a.dtype)
 
 
-def _attend_each_sequence(q, k_cache, v_cache, meta: AttentionMetadata, scale: float) -> torch.Tensor:
+def _attend_each_sequence(q, k_cache, v_cache, meta: AttentionMetadata, scale: float, window: int | None = None,
+                          softcap: float | None = None) -> torch.Tensor:
     """The same attention on other devices (the torch backend forced on CUDA): per sequence, one SDPA call
-    with an explicit bottom-right causal mask."""
+    with an explicit bottom-right causal mask (soft-capped scores computed explicitly)."""
     out = torch.zeros_like(q)
     starts = meta.cu_seqlens_q.tolist()
     tables = meta.block_tables.long()
@@ -384,13 +469,23 @@ def _attend_each_sequence(q, k_cache, v_cache, meta: AttentionMetadata, scale: f
         if end == start:
             continue
         blocks = tables[b, :-(-context_len // block_size)]
+        if window is not None:
+            blocks = blocks.clamp(min=0)  # freed blocks (-1) lie left of every window: read, then masked
         keys = k_cache.index_select(0, blocks).view(-1, num_kv_heads, head_dim)[:context_len]
         values = v_cache.index_select(0, blocks).view(-1, num_kv_heads, head_dim)[:context_len]
         queries = q[start:end].view(end - start, num_kv_heads, group, head_dim).permute(2, 1, 0, 3)
         keys = keys.permute(1, 0, 2).unsqueeze(0).expand(group, -1, -1, -1)
         values = values.permute(1, 0, 2).unsqueeze(0).expand(group, -1, -1, -1)
         query_pos = torch.arange(context_len - (end - start), context_len, device=q.device)
-        mask = torch.arange(context_len, device=q.device)[None, :] <= query_pos[:, None]
-        result = F.scaled_dot_product_attention(queries, keys, values, attn_mask=mask, scale=scale)
+        key_pos = torch.arange(context_len, device=q.device)
+        mask = key_pos[None, :] <= query_pos[:, None]
+        if window is not None:
+            mask &= key_pos[None, :] > query_pos[:, None] - window
+        if softcap is None:
+            result = F.scaled_dot_product_attention(queries, keys, values, attn_mask=mask, scale=scale)
+        else:
+            scores = torch.tanh(torch.matmul(queries.float(), keys.float().transpose(-1, -2)) * scale / softcap)
+            scores = (scores * softcap).masked_fill(~mask, float("-inf"))
+            result = torch.matmul(scores.softmax(-1), values.float()).to(q.dtype)
         out[start:end] = result.permute(2, 1, 0, 3).reshape(end - start, -1, head_dim)
     return out

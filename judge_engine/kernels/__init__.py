@@ -15,18 +15,25 @@ from judge_engine.kernels.store_kv import store_kv
 __all__ = ["store_kv", "paged_attention", "decode_attention", "prefill_attention"]
 
 
-def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, meta, scale: float) -> torch.Tensor:
+def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, meta, scale: float,
+                    window: int | None = None, softcap: float | None = None) -> torch.Tensor:
     """q: [T, Hq, D] -> [T, Hq, D]; `meta` is a judge_engine.attention.metadata.AttentionMetadata.
 
-    Rows of `q` past cu_seqlens_q[-1] (padding) come back as zeros.
+    Rows of `q` past cu_seqlens_q[-1] (padding) come back as zeros. window: each query sees only the last
+    `window` keys up to its own position; softcap: scores become softcap * tanh(score / softcap).
     """
     _check_shapes(q, k_cache, v_cache)
+    if window is not None and window < 1:
+        raise ValueError(f"paged_attention: window must be a positive number of keys, got {window}")
+    if softcap is not None and not softcap > 0:
+        raise ValueError(f"paged_attention: softcap must be positive, got {softcap}")
+    options = dict(window=window or 0, softcap=softcap or 0.0)
     out = torch.zeros_like(q)
     if meta.is_decode:
         return decode_attention(q, k_cache, v_cache, meta.cu_seqlens_q, meta.context_lens,
-                                meta.block_tables, meta.max_context_len, scale, out)
+                                meta.block_tables, meta.max_context_len, scale, out, **options)
     return prefill_attention(q, k_cache, v_cache, meta.cu_seqlens_q, meta.context_lens,
-                             meta.block_tables, meta.max_seqlen_q, scale, out)
+                             meta.block_tables, meta.max_seqlen_q, scale, out, **options)
 
 
 def _check_shapes(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor) -> None:

@@ -5,7 +5,9 @@ head (GQA), so each key tile is loaded once for the whole group and the query ti
 BLOCK_G >= 16, the smallest tile tl.dot accepts. Softmax is computed online, one key tile at a time.
 When sequences x kv heads would leave most of the GPU idle (few long sequences), the keys are split
 into partitions that run in parallel and a second kernel merges their partial softmaxes (as vLLM's
-PagedAttention v2 and flash-decoding do).
+PagedAttention v2 and flash-decoding do). With a sliding window (``window`` > 0) every partition starts no
+earlier than the window, so keys and block-table entries left of it (freed blocks, -1) are never read;
+``softcap`` > 0 caps scores at softcap * tanh(score / softcap), as Gemma 2 does.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import torch
 import triton
 import triton.language as tl
 
+from judge_engine.kernels.softcap import soft_cap_log2
 from judge_engine.kernels.tiling import dot_precision, dot_tile_size, key_tile_size
 
 _LOG2_E = 1.4426950408889634
@@ -35,6 +38,8 @@ def _decode_attention_kernel(
     stride_bt_seq,
     qk_scale_log2,
     head_dim, num_q_heads, num_partitions, partition_len,
+    window,
+    softcap,
     GROUP_SIZE: tl.constexpr,
     BLOCK_SIZE: tl.constexpr,
     BLOCK_G: tl.constexpr,
@@ -50,6 +55,8 @@ def _decode_attention_kernel(
     context_len = tl.load(context_lens_ptr + seq)
     first_key = partition * partition_len
     end_key = tl.minimum(context_len, first_key + partition_len)
+    # the one query sees every key from its window's start on: a partition left of it has nothing to do
+    first_key = tl.maximum(first_key, tl.where(window > 0, context_len - window, 0))
 
     group = tl.arange(0, BLOCK_G)
     dims = tl.arange(0, BLOCK_D)
@@ -76,6 +83,8 @@ def _decode_attention_kernel(
                     + kv_head * stride_vc_head + dims[None, :] * stride_vc_dim, mask=kv_mask, other=0.0)
 
         scores = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * qk_scale_log2
+        if softcap > 0:
+            scores = soft_cap_log2(scores, softcap)
         scores = tl.where(in_range[None, :], scores, float("-inf"))
         # The first tile of a partition always holds a key, so m_new is finite from then on.
         m_new = tl.maximum(m_i, tl.max(scores, 1))
@@ -85,8 +94,8 @@ def _decode_attention_kernel(
         acc = acc * correction[:, None] + tl.dot(p.to(v.dtype), v, input_precision=DOT_PRECISION)
         m_i = m_new
 
-    # A partition past the end of a short sequence has no keys: l_i stays 0, and the guard keeps
-    # its row at zeros instead of NaN (the merge then gives it weight 0).
+    # A partition past the end of a short sequence, or left of its window, has no keys: l_i stays 0, and the
+    # guard keeps its row at zeros instead of NaN (the merge then gives it weight 0).
     acc = acc / tl.maximum(l_i, 1e-30)[:, None]
     if SPLIT:
         row = (seq * num_q_heads + q_heads) * num_partitions + partition
@@ -115,7 +124,8 @@ def _merge_partitions_kernel(
     rows = (seq * num_q_heads + q_head) * num_partitions + parts
     maxes = tl.load(partial_max_ptr + rows, mask=part_valid, other=float("-inf"))
     sums = tl.load(partial_sum_ptr + rows, mask=part_valid, other=0.0)
-    # Partition 0 always holds key 0, so the overall max is finite; empty partitions weigh exp2(-inf) = 0.
+    # The partition holding the last key is never empty, so the overall max is finite; empty partitions weigh
+    # exp2(-inf) = 0.
     weights = tl.exp2(maxes - tl.max(maxes, 0)) * sums
     partials = tl.load(partial_out_ptr + rows[:, None] * BLOCK_D + dims[None, :],
                        mask=part_valid[:, None] & (dims[None, :] < head_dim), other=0.0)
@@ -135,8 +145,11 @@ def decode_attention(
     scale: float,
     out: torch.Tensor,
     num_partitions: int | None = None,
+    window: int = 0,
+    softcap: float = 0.0,
 ) -> torch.Tensor:
-    """Attention of the query token at row cu_seqlens_q[b] of `q` over the first context_lens[b] cached keys.
+    """Attention of the query token at row cu_seqlens_q[b] of `q` over the first context_lens[b] cached keys
+    (the last `window` of them when window > 0; scores soft-capped at softcap when softcap > 0).
 
     num_partitions: how many parallel pieces each sequence's keys are split into; None chooses from the
     batch shape and the GPU's size (tests set it to exercise the merge)."""
@@ -168,6 +181,8 @@ def decode_attention(
         block_tables.stride(0),
         scale * _LOG2_E,
         head_dim, num_q_heads, num_partitions, partition_len,
+        window,
+        float(softcap),
         GROUP_SIZE=group_size,
         BLOCK_SIZE=block_size,
         BLOCK_G=dot_tile_size(group_size),

@@ -5,6 +5,9 @@ the block table. Query i of sequence b sits at absolute position context_len - q
 keys 0..that position: the causal mask is aligned bottom-right, which covers prefix-cache hits and
 chunked prefill alike. One program serves BLOCK_M query rows of one sequence and one query head;
 its key loop stops at the causal limit of its last row, so it never loads keys none of its rows can see.
+With a sliding window (``window`` > 0: row p sees keys p - window + 1 .. p) the loop also starts at its first
+row's window, so block-table entries left of every window (freed blocks, -1) are never read; ``softcap`` > 0
+caps scores at softcap * tanh(score / softcap), as Gemma 2 does.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import torch
 import triton
 import triton.language as tl
 
+from judge_engine.kernels.softcap import soft_cap_log2
 from judge_engine.kernels.tiling import dot_precision, dot_tile_size, key_tile_size, query_tile_size
 
 _LOG2_E = 1.4426950408889634
@@ -29,6 +33,8 @@ def _prefill_attention_kernel(
     stride_bt_seq,
     qk_scale_log2,
     head_dim,
+    window,
+    softcap,
     GROUP_SIZE: tl.constexpr,
     BLOCK_SIZE: tl.constexpr,
     BLOCK_M: tl.constexpr,
@@ -60,7 +66,9 @@ def _prefill_attention_kernel(
     tile = tl.arange(0, BLOCK_N)
     # The last row of this tile sees the most keys; nothing past it is needed by any row.
     key_limit = tl.minimum(context_len, context_len - q_len + (m_tile + 1) * BLOCK_M)
-    for start in range(0, key_limit, BLOCK_N):
+    # nor before the window of its first row
+    key_start = tl.where(window > 0, tl.maximum(context_len - q_len + m_tile * BLOCK_M - window + 1, 0), 0)
+    for start in range(key_start, key_limit, BLOCK_N):
         positions = start + tile
         in_context = positions < key_limit
         block_ids = tl.load(block_tables_ptr + seq * stride_bt_seq + positions // BLOCK_SIZE,
@@ -73,12 +81,18 @@ def _prefill_attention_kernel(
                     + kv_head * stride_vc_head + dims[None, :] * stride_vc_dim, mask=kv_mask, other=0.0)
 
         scores = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * qk_scale_log2
+        if softcap > 0:
+            scores = soft_cap_log2(scores, softcap)
         visible = (positions[None, :] <= q_positions[:, None]) & in_context[None, :]
+        if window > 0:
+            visible = visible & (positions[None, :] > q_positions[:, None] - window)
         scores = tl.where(visible, scores, float("-inf"))
-        # Key 0 is visible to every row, so after the first tile m_i is finite and exp2 never sees inf - inf.
+        # Without a window key 0 is visible to every row, so m_new is finite from the first tile on; a windowed
+        # row may see nothing in the first tiles, whose max of -inf is read as 0 so exp2 never sees inf - inf.
         m_new = tl.maximum(m_i, tl.max(scores, 1))
-        p = tl.exp2(scores - m_new[:, None])
-        correction = tl.exp2(m_i - m_new)
+        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+        p = tl.exp2(scores - m_safe[:, None])
+        correction = tl.exp2(m_i - m_safe)
         l_i = l_i * correction + tl.sum(p, 1)
         acc = acc * correction[:, None] + tl.dot(p.to(v.dtype), v, input_precision=DOT_PRECISION)
         m_i = m_new
@@ -98,8 +112,11 @@ def prefill_attention(
     max_seqlen_q: int,
     scale: float,
     out: torch.Tensor,
+    window: int = 0,
+    softcap: float = 0.0,
 ) -> torch.Tensor:
-    """Causal attention of each sequence's new tokens (rows cu_seqlens_q[b]:cu_seqlens_q[b+1] of `q`)."""
+    """Causal attention of each sequence's new tokens (rows cu_seqlens_q[b]:cu_seqlens_q[b+1] of `q`);
+    window > 0: a sliding window of that many keys; softcap > 0: scores soft-capped at that value."""
     num_seqs = context_lens.shape[0]
     _, num_q_heads, head_dim = q.shape
     block_size, num_kv_heads = k_cache.shape[1], k_cache.shape[2]
@@ -114,6 +131,8 @@ def prefill_attention(
         block_tables.stride(0),
         scale * _LOG2_E,
         head_dim,
+        window,
+        float(softcap),
         GROUP_SIZE=num_q_heads // num_kv_heads,
         BLOCK_SIZE=block_size,
         BLOCK_M=block_m,

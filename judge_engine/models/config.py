@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from judge_engine.models.errors import ModelConfigError
 from judge_engine.models.registry import family_for
 
-__all__ = ["LlamaFamilyConfig", "ModelConfigError", "read_config_json"]
+__all__ = ["LlamaFamilyConfig", "ModelConfigError", "read_config_json", "read_field"]
 
 SUPPORTED_ROPE_TYPES = ("default", "linear", "llama3")
 
@@ -24,6 +24,29 @@ def read_config_json(folder: Path) -> tuple[dict[str, Any], str]:
         raise ModelConfigError(f"{path}: not found (expected an HF model folder with config.json)") from None
     except json.JSONDecodeError as error:
         raise ModelConfigError(f"{path}:{error.lineno}:{error.colno}: invalid JSON: {error.msg}") from None
+
+
+def read_field(raw: dict[str, Any], source: str, name: str, default: Any = ..., kind: type = int) -> Any:
+    """``raw[name]`` checked to be a ``kind`` (an int is accepted as a float); ``default`` when absent (none given:
+    missing is an error). None passes as None."""
+    value = raw.get(name, default)
+    if value is ...:
+        raise ModelConfigError(f"{source}: field {name!r} is missing")
+    if value is not None and kind is float and isinstance(value, int):
+        value = float(value)
+    if value is not None and not isinstance(value, kind):
+        raise ModelConfigError(f"{source}: field {name!r} must be {kind.__name__}, got {value!r}")
+    return value
+
+
+def checked_architecture(config_class: type, raw: dict[str, Any], source: str, architecture: str | None) -> str:
+    """The architecture the registry chose, or the one config.json names, which must belong to ``config_class``."""
+    if architecture is not None:
+        return architecture
+    family, architecture = family_for(raw.get("architectures") or [], source)
+    if family.config_class != f"{config_class.__module__}:{config_class.__qualname__}":
+        raise ModelConfigError(f"{source}: {architecture} is not an architecture of {config_class.__name__}")
+    return architecture
 
 
 @dataclass(frozen=True)
@@ -47,6 +70,12 @@ class LlamaFamilyConfig:
     max_position_embeddings: int
     bos_token_id: int | None
     eos_token_ids: tuple[int, ...]
+    sliding_window: int | None = None  # every layer sees this many keys (Mistral); None: all of them
+
+    def serving(self, max_model_len: int) -> "LlamaFamilyConfig":
+        """This config for an engine that serves at most ``max_model_len`` positions, fewer than config.json's
+        (the loader asks; a family whose weights depend on the served context overrides it, models/phi3.py)."""
+        return replace(self, max_position_embeddings=max_model_len)
 
     @classmethod
     def from_folder(cls, folder: Path, architecture: str | None = None) -> "LlamaFamilyConfig":
@@ -59,14 +88,7 @@ class LlamaFamilyConfig:
     def from_dict(cls, raw: dict[str, Any], *, source: str = "config.json", eos_token_ids=(),
                   architecture: str | None = None) -> "LlamaFamilyConfig":
         def field(name: str, default: Any = ..., kind: type = int) -> Any:
-            value = raw.get(name, default)
-            if value is ...:
-                raise ModelConfigError(f"{source}: field {name!r} is missing")
-            if value is not None and kind is float and isinstance(value, int):
-                value = float(value)
-            if value is not None and not isinstance(value, kind):
-                raise ModelConfigError(f"{source}: field {name!r} must be {kind.__name__}, got {value!r}")
-            return value
+            return read_field(raw, source, name, default, kind)
 
         if architecture is None:
             family, architecture = family_for(raw.get("architectures") or [], source)
@@ -82,9 +104,7 @@ class LlamaFamilyConfig:
         attention_bias = bool(raw.get("attention_bias", False))
         rope_theta, rope_scaling = _rope(raw, source)
         max_positions = field("max_position_embeddings", 2048)
-        if architecture == "MistralForCausalLM" and raw.get("sliding_window"):
-            # The paged attention here has no sliding window; within the window the result is identical.
-            max_positions = min(max_positions, int(raw["sliding_window"]))
+        window = field("sliding_window", None) if architecture == "MistralForCausalLM" else None
         return cls(
             architecture=architecture,
             vocab_size=field("vocab_size"),
@@ -105,7 +125,21 @@ class LlamaFamilyConfig:
             max_position_embeddings=max_positions,
             bos_token_id=raw.get("bos_token_id") if isinstance(raw.get("bos_token_id"), int) else None,
             eos_token_ids=tuple(eos_token_ids) or tuple(_ids(raw.get("eos_token_id"))),
+            # a window as long as the context masks nothing: the plain path is the same attention
+            sliding_window=window if window and window < max_positions else None,
         )
+
+
+def eos_and_bos(folder: Path | None, raw: dict[str, Any]) -> tuple[tuple[int, ...], int | None]:
+    """The end-of-sequence ids of config.json and generation_config.json, and the BOS id, for a family's config."""
+    eos = _ids(raw.get("eos_token_id")) + (_generation_eos(Path(folder)) if folder is not None else [])
+    bos = raw.get("bos_token_id")
+    return tuple(dict.fromkeys(eos)), bos if isinstance(bos, int) else None
+
+
+def rope_settings(raw: dict[str, Any], source: str) -> tuple[float, dict[str, Any] | None]:
+    """(theta, scaling) of a config.json, for a family whose RoPE is the Llama family's (default, linear, llama3)."""
+    return _rope(raw, source)
 
 
 def _rope(raw: dict[str, Any], source: str) -> tuple[float, dict[str, Any] | None]:

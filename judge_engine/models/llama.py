@@ -20,7 +20,7 @@ from judge_engine.models.config import LlamaFamilyConfig
 from judge_engine.models import row_tiles
 from judge_engine.models.elementwise import silu_and_mul_
 from judge_engine.models.merged_linear import MergedLinear
-from judge_engine.models.rope import apply_rotary, inverse_frequencies, rotary_cos_sin
+from judge_engine.models.rope import apply_rotary, inverse_frequencies, rotary_cos_sin, rotary_scaling
 
 
 def _empty(*shape: int, dtype: torch.dtype) -> nn.Parameter:
@@ -46,13 +46,18 @@ class KeptRows:
 
 
 class LlamaAttention(nn.Module):
-    def __init__(self, config: LlamaFamilyConfig, dtype: torch.dtype):
+    def __init__(self, config: LlamaFamilyConfig, dtype: torch.dtype, *, scale: float | None = None,
+                 window: int | None = None, softcap: float | None = None):
+        """scale: of the scores (default head_dim ** -0.5); window: a sliding window of this many keys;
+        softcap: scores soft-capped at this value (both passed to the attention backend only when set)."""
         super().__init__()
         self.num_heads = config.num_heads
         self.num_kv_heads = config.num_kv_heads
         self.head_dim = config.head_dim
         self.eps = config.rms_norm_eps
-        self.scale = config.head_dim**-0.5
+        self.scale = config.head_dim**-0.5 if scale is None else scale
+        self.window = window
+        self.softcap = softcap
         q_size, kv_size = self.num_heads * self.head_dim, self.num_kv_heads * self.head_dim
         # fused even when the checkpoint's own tensors could be used as they are: a 2048-token step of
         # benchmarks/engine_judge.py's workload replayed through the embedded model ran 6-9% faster (best of 8-10),
@@ -85,7 +90,12 @@ class LlamaAttention(nn.Module):
         k = apply_rotary(k, cos, sin)
         k_cache, v_cache = kv_cache
         backend.store_kv(k, v, k_cache, v_cache, meta.slot_mapping)
-        out = backend.paged_attention(q, k_cache, v_cache, meta if keep is None else keep.meta, self.scale)
+        options = {}
+        if self.window is not None:
+            options["window"] = self.window
+        if self.softcap is not None:
+            options["softcap"] = self.softcap
+        out = backend.paged_attention(q, k_cache, v_cache, meta if keep is None else keep.meta, self.scale, **options)
         return row_tiles.linear(out.reshape(q.shape[0], self.num_heads * self.head_dim), self.o_weight, self.o_bias)
 
 
@@ -108,7 +118,7 @@ class LlamaDecoderLayer(nn.Module):
         self.eps = config.rms_norm_eps
         self.input_norm = _empty(config.hidden_size, dtype=dtype)
         self.post_attention_norm = _empty(config.hidden_size, dtype=dtype)
-        self.self_attn = LlamaAttention(config, dtype)
+        self.self_attn = LlamaAttention(config, dtype, window=config.sliding_window)
         self.mlp = LlamaMLP(config, dtype)
 
     def forward(self, x, cos, sin, meta, kv_cache, backend, keep: KeptRows | None = None) -> torch.Tensor:
@@ -122,7 +132,11 @@ class LlamaDecoderLayer(nn.Module):
 
 class LlamaForCausalLM(nn.Module):
     """``model(input_ids [T], positions [T], meta, kv_caches, output_rows) -> hidden [N, H]``; then
-    ``compute_logits``."""
+    ``compute_logits``.
+
+    Other families whose forward pass has this shape subclass it and override the hooks: ``make_layer``,
+    ``embed``, ``final_norm``, ``compute_logits`` and ``_checkpoint_targets`` (models/gemma2.py, models/phi3.py).
+    """
 
     def __init__(
         self,
@@ -134,13 +148,23 @@ class LlamaForCausalLM(nn.Module):
         super().__init__()
         self.config = config
         self.embed_tokens = _empty(config.vocab_size, config.hidden_size, dtype=dtype)
-        self.layers = nn.ModuleList(LlamaDecoderLayer(config, dtype) for _ in range(config.num_layers))
+        self.layers = nn.ModuleList(self.make_layer(config, index, dtype) for index in range(config.num_layers))
         self.norm = _empty(config.hidden_size, dtype=dtype)
         untied = not config.tie_word_embeddings
         self.lm_head = _empty(config.vocab_size, config.hidden_size, dtype=dtype) if untied else None
         inv_freq = inverse_frequencies(config.head_dim, config.rope_theta, config.rope_scaling)
         self.register_buffer("inv_freq", inv_freq.to(self.norm.device), persistent=False)
+        self.rotary_scaling = rotary_scaling(config.rope_scaling)
         self.attention_backend = attention_backend or get_backend(self.norm.device)
+
+    def make_layer(self, config, index: int, dtype: torch.dtype) -> nn.Module:
+        return LlamaDecoderLayer(config, dtype)
+
+    def embed(self, input_ids: torch.Tensor) -> torch.Tensor:
+        return F.embedding(input_ids, self.embed_tokens)
+
+    def final_norm(self, x: torch.Tensor) -> torch.Tensor:
+        return rms_norm(x, self.norm, self.config.rms_norm_eps)
 
     def forward(
         self,
@@ -160,8 +184,8 @@ class LlamaForCausalLM(nn.Module):
         if output_rows is not None and output_rows.numel() < count:  # else every row is read (decode)
             keep = KeptRows(output_rows, meta.for_rows(output_rows, positions))
         input_ids, positions, meta = _pad_to_row_tiles(input_ids, positions, meta)
-        x = F.embedding(input_ids, self.embed_tokens)
-        cos, sin = rotary_cos_sin(positions, self.inv_freq, x.dtype)
+        x = self.embed(input_ids)
+        cos, sin = rotary_cos_sin(positions, self.inv_freq, x.dtype, self.rotary_scaling)
         last = len(self.layers) - 1
         for index, (layer, kv_cache) in enumerate(zip(self.layers, kv_caches, strict=True)):
             x = layer(x, cos, sin, meta, kv_cache, self.attention_backend, keep if index == last else None)
@@ -169,7 +193,7 @@ class LlamaForCausalLM(nn.Module):
             x = x.index_select(0, output_rows)
         elif output_rows is None:
             x = x[:count]
-        return rms_norm(x, self.norm, self.config.rms_norm_eps)
+        return self.final_norm(x)
 
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         weight = self.embed_tokens if self.lm_head is None else self.lm_head
@@ -190,7 +214,9 @@ class LlamaForCausalLM(nn.Module):
                     continue
                 raise ValueError(f"checkpoint tensor {name!r} has no place in {self.config.architecture}")
             owner, attribute, part = target
-            if isinstance(owner, MergedLinear):
+            if isinstance(owner, MergedLinear) and part is None:
+                owner.load_fused(attribute, tensor, name)
+            elif isinstance(owner, MergedLinear):
                 owner.load_part(part, attribute, tensor, name)
             else:
                 _load_parameter(owner, attribute, tensor, name)
@@ -203,7 +229,8 @@ class LlamaForCausalLM(nn.Module):
                 module.finish_loading(self.norm.device)
 
     def _checkpoint_targets(self) -> dict[str, tuple[nn.Module, str, int | None]]:
-        """HF tensor name -> (owning module, attribute or part kind, part index of a merged linear)."""
+        """HF tensor name -> (owning module, attribute or part kind, part index of a merged linear; None for a
+        merged linear's parts stored as one tensor)."""
         cfg = self.config
         targets: dict[str, tuple[nn.Module, str, int | None]] = {
             "model.embed_tokens.weight": (self, "embed_tokens", None),

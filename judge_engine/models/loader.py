@@ -28,6 +28,7 @@ class ModelSpec:
     max_position_embeddings: int
     eos_token_ids: tuple[int, ...]
     bos_token_id: int | None
+    sliding_window: int | None = None  # every layer attends only this many keys (None: some or all see all)
 
     @classmethod
     def from_config(cls, config) -> "ModelSpec":
@@ -43,6 +44,8 @@ class ModelSpec:
             max_position_embeddings=config.max_position_embeddings,
             eos_token_ids=config.eos_token_ids,
             bos_token_id=config.bos_token_id,
+            # optional in a family's config: only a model whose every layer is windowed sets it
+            sliding_window=getattr(config, "sliding_window", None),
         )
 
 
@@ -67,14 +70,19 @@ def load_model(
     device: torch.device | str = "cpu",
     attention_backend: str | None = None,
     cache_dir: str | Path | None = None,
+    max_model_len: int | None = None,
 ) -> tuple[nn.Module, ModelSpec]:
     """Build the model on ``device`` in ``dtype`` and fill it from the checkpoint (a .gguf is converted once, into
-    ``cache_dir``). The registry (models/registry.py) names the config and model classes of its architecture."""
+    ``cache_dir``). The registry (models/registry.py) names the config and model classes of its architecture.
+    ``max_model_len`` below config.json's context: the model is built for that context (``config.serving``; it
+    picks Phi-3's long-rope factors), and the spec reports it."""
     device = torch.device(device)
     folder = model_folder(path, cache_dir)
     raw, source = read_config_json(folder)
     family, architecture = family_for(raw.get("architectures") or [], source)
     config = family.load_config_class().from_folder(folder, architecture)
+    if max_model_len is not None and max_model_len < config.max_position_embeddings:
+        config = config.serving(max_model_len)
     model_class = family.load_model_class()
     with torch.device(device):
         model = model_class(config, dtype=dtype, attention_backend=get_backend(device, attention_backend))

@@ -28,6 +28,7 @@ class MergedLinear(nn.Module):
         self.fused_weight: nn.Parameter | None = None
         self.fused_bias: nn.Parameter | None = None
         self._pending: dict[tuple[int, str], torch.Tensor] = {}
+        self._pending_fused: dict[str, torch.Tensor] = {}
         self.part_weights: list[torch.Tensor] | None = None
         self.part_biases: list[torch.Tensor | None] | None = None
 
@@ -42,9 +43,24 @@ class MergedLinear(nn.Module):
             raise ValueError(f"checkpoint tensor {name!r} has shape {tuple(tensor.shape)}, expected {expected}")
         self._pending[(index, kind)] = tensor
 
+    def load_fused(self, kind: str, tensor: torch.Tensor, name: str) -> None:
+        """All parts as the checkpoint stores them in one tensor, rows in part order (Phi-3's qkv_proj and
+        gate_up_proj)."""
+        rows = sum(self.out_sizes)
+        expected = (rows, self.in_features) if kind == "weight" else (rows,)
+        if tuple(tensor.shape) != expected:
+            raise ValueError(f"checkpoint tensor {name!r} has shape {tuple(tensor.shape)}, expected {expected}")
+        self._pending_fused[kind] = tensor
+
     def finish_loading(self, device: torch.device) -> None:
         """Adopt the parts as they are when possible (and not always_fuse), otherwise copy them into one fused
-        weight."""
+        weight; a checkpoint's own fused tensor is adopted as the fused weight when its dtype and device fit."""
+        if self._pending_fused:
+            fused, self._pending_fused = self._pending_fused, {}
+            self.fused_weight = self._register("weight", self._converted(fused["weight"], device))
+            if self.has_bias:
+                self.fused_bias = self._register("bias", self._converted(fused["bias"], device))
+            return
         parts = self._pending
         self._pending = {}
         if not self.always_fuse and all(t.dtype == self.dtype and t.device == device for t in parts.values()):
@@ -63,6 +79,11 @@ class MergedLinear(nn.Module):
         if self.fused_weight is not None:
             return list(row_tiles.linear(x, self.fused_weight, self.fused_bias).split(self.out_sizes, dim=-1))
         return [row_tiles.linear(x, w, b) for w, b in zip(self.part_weights, self.part_biases)]
+
+    def _converted(self, tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
+        if tensor.dtype == self.dtype and tensor.device == device:
+            return tensor  # the memory-mapped checkpoint tensor itself: no copy
+        return tensor.to(device=device, dtype=self.dtype)
 
     def _concat(self, parts, kind: str, device: torch.device) -> torch.Tensor:
         first = parts[(0, kind)]

@@ -56,6 +56,10 @@ FAMILIES: tuple[ModelFamily, ...] = (
               GGUFLayout("qwen2", "Qwen2ForCausalLM", "qwen2"),
               GGUFLayout("qwen3", "Qwen3ForCausalLM", "qwen3")),
     ),
+    ModelFamily(("Gemma2ForCausalLM",), "judge_engine.models.gemma2:Gemma2Config",
+                "judge_engine.models.gemma2:Gemma2ForCausalLM"),
+    ModelFamily(("Phi3ForCausalLM",), "judge_engine.models.phi3:Phi3Config",
+                "judge_engine.models.phi3:Phi3ForCausalLM"),
 )
 
 

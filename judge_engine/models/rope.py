@@ -1,4 +1,5 @@
-"""Rotary position embedding (the rotate-half layout of HF checkpoints), with linear and llama3 scaling."""
+"""Rotary position embedding (the rotate-half layout of HF checkpoints), with linear, llama3 and long-rope
+scaling."""
 
 from __future__ import annotations
 
@@ -17,6 +18,9 @@ def inverse_frequencies(head_dim: int, theta: float, scaling: dict[str, Any] | N
     inv_freq = 1.0 / (theta**exponents)
     if scaling is None:
         return inv_freq
+    if scaling["rope_type"] == "longrope":
+        # the per-dimension factors the config chose (models/phi3.py: short or long, for the whole context)
+        return 1.0 / (torch.tensor(scaling["factors"], dtype=torch.float32) * theta**exponents)
     factor = float(scaling["factor"])
     if scaling["rope_type"] == "linear":
         return inv_freq / factor
@@ -39,13 +43,23 @@ def _llama3(inv_freq: torch.Tensor, factor: float, scaling: dict[str, Any]) -> t
 
 
 def rotary_cos_sin(
-    positions: torch.Tensor, inv_freq: torch.Tensor, dtype: torch.dtype
+    positions: torch.Tensor, inv_freq: torch.Tensor, dtype: torch.dtype, scaling: float = 1.0
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """cos and sin ``[T, 1, head_dim]`` for the flat batch positions, computed in float32 then cast."""
+    """cos and sin ``[T, 1, head_dim]`` for the flat batch positions, computed in float32 (and multiplied by
+    ``scaling``, long-rope's attention factor) then cast."""
     freqs = positions.to(torch.float32)[:, None] * inv_freq[None, :]
     angles = torch.cat((freqs, freqs), dim=-1)
     cos, sin = apply_blockwise(torch.cos, angles), apply_blockwise(torch.sin, angles)
+    if scaling != 1.0:
+        cos, sin = cos * scaling, sin * scaling
     return cos.to(dtype).unsqueeze(1), sin.to(dtype).unsqueeze(1)
+
+
+def rotary_scaling(scaling: dict[str, Any] | None) -> float:
+    """The factor cos and sin are multiplied by: long-rope's attention factor, else 1."""
+    if scaling is None or scaling["rope_type"] != "longrope":
+        return 1.0
+    return float(scaling["attention_factor"])
 
 
 def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:

@@ -1,7 +1,7 @@
 """The OpenAI-compatible HTTP server on one engine: /v1/models, /v1/completions, /v1/chat/completions.
 
-Every request becomes one engine request, added to the engine loop while it runs, so concurrent clients share
-batches (continuous batching). A client that disconnects has its request aborted, which frees its KV blocks.
+Every request becomes one engine request (its n choices are samples of it, sharing the prompt's KV blocks),
+added to the engine loop while it runs, so concurrent clients share batches (continuous batching). A client that disconnects has its request aborted, which frees its KV blocks.
 GET /metrics returns the engine's counters and the loop's (peak running sequences among them) as JSON.
 
 Hardening: bodies over max_request_bytes get 413 before they are read in full (limits.py); prompts are tokenized
@@ -154,7 +154,8 @@ def sampling_params(body: p.OpenAIRequest, max_tokens: int, logprobs: int | None
 
     try:
         return SamplingParams(temperature=body.temperature, top_p=body.top_p, max_tokens=max_tokens,
-                              stop=list(body.stop or []) or None, seed=body.seed, logprobs=logprobs)
+                              stop=list(body.stop or []) or None, seed=body.seed, logprobs=logprobs,
+                              n=body.n, best_of=getattr(body, "best_of", None))
     except SamplingParamsError as exc:
         raise OpenAIError(400, str(exc), param=str(exc).split(":", 1)[0]) from exc
 
@@ -188,31 +189,37 @@ async def completions(state: ServerState, request: Request) -> Response:
     if final is None:
         return Response(status_code=499)
     raise_if_failed(final)
-    logprobs = None
-    if body.logprobs is not None:
-        logprobs = completion_logprobs(state.token_texts, final.token_ids, final.logprobs or [], body.logprobs)
-    choice = p.CompletionChoice(text=final.text, logprobs=logprobs, finish_reason=final.finish_reason)
-    response = p.CompletionResponse(id=request_id, created=p.now(), model=state.model_name, choices=[choice],
+    choices = []
+    for completion in final.outputs:
+        logprobs = None
+        if body.logprobs is not None:
+            logprobs = completion_logprobs(state.token_texts, completion.token_ids, completion.logprobs or [],
+                                           body.logprobs)
+        choices.append(p.CompletionChoice(index=completion.index, text=completion.text, logprobs=logprobs,
+                                          finish_reason=completion.finish_reason))
+    response = p.CompletionResponse(id=request_id, created=p.now(), model=state.model_name, choices=choices,
                                     usage=usage(final))
     return JSONResponse(response.model_dump())
 
 
 async def stream_completion(state: ServerState, body: p.CompletionRequest, request_id: str,
                             outputs: AsyncIterator[Any]) -> AsyncIterator[str]:
-    created, sent_tokens, offset = p.now(), 0, 0
+    created = p.now()
+    choices = ChoiceStreams()
     async for output in failures_as_errors(outputs):
         if isinstance(output, str):
             yield output
             break
-        new_ids = output.token_ids[sent_tokens:]
-        logprobs = None
-        if body.logprobs is not None:
-            logprobs = completion_logprobs(state.token_texts, new_ids, (output.logprobs or [])[sent_tokens:],
-                                           body.logprobs, offset)
-        sent_tokens, offset = len(output.token_ids), offset + len(output.new_text)
-        choice = p.CompletionChoice(text=output.new_text, logprobs=logprobs,
-                                    finish_reason=output.finish_reason if output.finished else None)
-        yield sse_data(p.CompletionChunk(id=request_id, created=created, model=state.model_name, choices=[choice]))
+        for completion, sent_tokens, offset, finish in choices.updates(output):
+            new_ids = completion.token_ids[sent_tokens:]
+            logprobs = None
+            if body.logprobs is not None:
+                logprobs = completion_logprobs(state.token_texts, new_ids, (completion.logprobs or [])[sent_tokens:],
+                                               body.logprobs, offset)
+            choice = p.CompletionChoice(index=completion.index, text=completion.new_text, logprobs=logprobs,
+                                        finish_reason=finish)
+            yield sse_data(p.CompletionChunk(id=request_id, created=created, model=state.model_name,
+                                             choices=[choice]))
         if output.finished and body.include_usage_in_stream():
             yield sse_data(p.CompletionChunk(id=request_id, created=created, model=state.model_name, choices=[],
                                              usage=usage(output)))
@@ -237,12 +244,14 @@ async def chat_completions(state: ServerState, request: Request) -> Response:
     if final is None:
         return Response(status_code=499)
     raise_if_failed(final)
-    logprobs = None
-    if top_n is not None:
-        logprobs = chat_logprobs(state.token_texts, final.token_ids, final.logprobs or [], top_n)
-    choice = p.ChatChoice(message=p.AssistantMessage(content=final.text), logprobs=logprobs,
-                          finish_reason=final.finish_reason)
-    response = p.ChatCompletionResponse(id=request_id, created=p.now(), model=state.model_name, choices=[choice],
+    choices = []
+    for completion in final.outputs:
+        logprobs = None
+        if top_n is not None:
+            logprobs = chat_logprobs(state.token_texts, completion.token_ids, completion.logprobs or [], top_n)
+        choices.append(p.ChatChoice(index=completion.index, message=p.AssistantMessage(content=completion.text),
+                                    logprobs=logprobs, finish_reason=completion.finish_reason))
+    response = p.ChatCompletionResponse(id=request_id, created=p.now(), model=state.model_name, choices=choices,
                                         usage=usage(final))
     return JSONResponse(response.model_dump())
 
@@ -252,30 +261,56 @@ async def stream_chat(state: ServerState, body: p.ChatCompletionRequest, request
     created = p.now()
     top_n = (body.top_logprobs or 0) if body.logprobs else None
 
-    def chunk(delta: p.ChatDelta, logprobs: p.ChatLogprobs | None = None, finish: str | None = None) -> str:
-        choice = p.ChatChunkChoice(delta=delta, logprobs=logprobs, finish_reason=finish)
+    def chunk(index: int, delta: p.ChatDelta, logprobs: p.ChatLogprobs | None = None,
+              finish: str | None = None) -> str:
+        choice = p.ChatChunkChoice(index=index, delta=delta, logprobs=logprobs, finish_reason=finish)
         return sse_data(p.ChatCompletionChunk(id=request_id, created=created, model=state.model_name,
                                               choices=[choice]))
 
-    yield chunk(p.ChatDelta(role="assistant", content=""))
-    sent_tokens = 0
+    for index in range(body.n):
+        yield chunk(index, p.ChatDelta(role="assistant", content=""))
+    choices = ChoiceStreams()
     async for output in failures_as_errors(outputs):
         if isinstance(output, str):
             yield output
             break
-        logprobs = None
-        if top_n is not None:
-            logprobs = chat_logprobs(state.token_texts, output.token_ids[sent_tokens:],
-                                     (output.logprobs or [])[sent_tokens:], top_n)
-        sent_tokens = len(output.token_ids)
-        yield chunk(p.ChatDelta(content=output.new_text), logprobs,
-                    output.finish_reason if output.finished else None)
+        for completion, sent_tokens, _, finish in choices.updates(output):
+            logprobs = None
+            if top_n is not None:
+                logprobs = chat_logprobs(state.token_texts, completion.token_ids[sent_tokens:],
+                                         (completion.logprobs or [])[sent_tokens:], top_n)
+            yield chunk(completion.index, p.ChatDelta(content=completion.new_text), logprobs, finish)
         if output.finished and body.include_usage_in_stream():
             yield sse_data(p.ChatCompletionChunk(id=request_id, created=created, model=state.model_name, choices=[],
                                                  usage=usage(output)))
 
 
 # ------------------------------------------------------------------------------------------ shared helpers
+
+
+class ChoiceStreams:
+    """What each streamed choice has been sent: a choice gets a chunk when it gained tokens or just finished."""
+
+    def __init__(self) -> None:
+        self.sent_tokens: dict[int, int] = {}
+        self.text_offset: dict[int, int] = {}
+        self.finished: set[int] = set()
+
+    def updates(self, output: Any) -> list[tuple[Any, int, int, str | None]]:
+        """(completion, tokens sent before, text sent before, finish_reason to send or None) per choice to send."""
+        updates = []
+        for completion in output.outputs:
+            index = completion.index
+            done = output.finished or (len(output.outputs) > 1 and completion.finish_reason is not None)
+            if index in self.finished or (not completion.new_token_ids and not done):
+                continue
+            sent, offset = self.sent_tokens.get(index, 0), self.text_offset.get(index, 0)
+            self.sent_tokens[index] = len(completion.token_ids)
+            self.text_offset[index] = offset + len(completion.new_text)
+            if done:
+                self.finished.add(index)
+            updates.append((completion, sent, offset, completion.finish_reason if done else None))
+        return updates
 
 
 async def until_finished_or_disconnected(request: Request, outputs: AsyncIterator[Any]) -> Any | None:

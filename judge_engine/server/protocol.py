@@ -15,6 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from judge_engine.sampler import SEED_MAX, SEED_MIN
 
 MAX_TOP_LOGPROBS = 20
+# choices per request (and best_of candidates): they share the prompt's KV blocks, but each decodes on its own
+MAX_CHOICES = 16
 
 
 class OpenAIRequest(BaseModel):
@@ -27,18 +29,11 @@ class OpenAIRequest(BaseModel):
     stop: str | list[str] | None = None
     # the engine's range (a signed 64-bit integer, as in vLLM), checked here so that a bad seed is a 400
     seed: int | None = Field(None, ge=SEED_MIN, le=SEED_MAX)
-    n: int = 1
+    n: int = Field(1, ge=1, le=MAX_CHOICES)
     stream: bool = False
     stream_options: dict[str, Any] | None = None
     presence_penalty: float = 0.0
     frequency_penalty: float = 0.0
-
-    @field_validator("n")
-    @classmethod
-    def _one_choice(cls, value: int) -> int:
-        if value != 1:
-            raise ValueError("only n=1 is supported; send concurrent requests instead (they share one batch)")
-        return value
 
     @field_validator("presence_penalty", "frequency_penalty")
     @classmethod
@@ -66,6 +61,18 @@ class CompletionRequest(OpenAIRequest):
     max_tokens: int | None = Field(16, ge=1)
     logprobs: int | None = Field(None, ge=0, le=MAX_TOP_LOGPROBS)
     echo: bool = Field(False)
+    best_of: int | None = Field(None, ge=1, le=MAX_CHOICES)
+
+    @field_validator("best_of")
+    @classmethod
+    def _best_of_covers_n(cls, value: int | None, info: ValidationInfo) -> int | None:
+        # OpenAI's rules: best_of >= n, and no streaming when candidates are dropped at the end
+        n = info.data.get("n", 1)
+        if value is not None and value < n:
+            raise ValueError(f"best_of ({value}) must be at least n ({n})")
+        if value is not None and value > n and info.data.get("stream"):
+            raise ValueError("best_of greater than n cannot be streamed")
+        return value
 
     @field_validator("prompt", mode="before")
     @classmethod

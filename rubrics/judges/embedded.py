@@ -4,7 +4,9 @@ One call to judge() is one engine batch: every prompt of every trajectory goes t
 trajectory by trajectory, so the prefix cache computes the shared instructions once and each trajectory's
 evidence once. Verdicts come from log-probabilities, never from parsing generated text: each request's method
 (rubrics/judges/methods/) names the prompts it needs scored and turns their scores into a probability.
-Reasoned mode first generates a short greedy rationale, then scores the answers after it.
+Reasoned mode first generates a short greedy rationale, then scores the answers after it; with `samples: k` it
+draws k rationales instead (one engine request of n=k sharing the prompt's blocks) and averages the k verdicts'
+probabilities (self-consistency).
 """
 
 from __future__ import annotations
@@ -31,7 +33,8 @@ class PlannedRequest:
     specs: list[PromptSpec]
     prompts: list[BuiltPrompt] = field(default_factory=list)
     error: str | None = None
-    rationale: str | None = None      # reasoned mode: generated before scoring
+    rationale: str | None = None      # reasoned mode: generated before scoring (the first one, with samples)
+    rationales: list[str] = field(default_factory=list)   # reasoned mode: every rationale drawn
     jobs: list[int] = field(default_factory=list)   # indexes into the batch's score jobs, one per prompt
     usage: JudgeUsage = field(default_factory=JudgeUsage)   # the model work this request was first to ask for
 
@@ -56,7 +59,13 @@ class EmbeddedJudge:
     prompt layout, or (method given) another method. calibrations: {method name: Calibration} replacing the
     methods' fitted defaults (and the file's entries).
     llm: an already loaded judge_engine.LLM to share (tests, benchmarks); engine_options go to LLM otherwise.
+    sample_temperature, sample_seed: how reasoned items with `samples` above 1 draw their rationales (rationale i
+    of a prompt uses seed sample_seed + i, so a prompt always gets the same rationales and verdict-cache entries
+    stay true).
     """
+
+    sample_temperature: float = 0.7
+    sample_seed: int = 0
 
     def __init__(self, model: str | None = None, *, method: str | None = None, calibration: Any = None,
                  calibrations: Mapping[str, Calibration] | None = None, llm: Any = None, **engine_options: Any):
@@ -136,7 +145,8 @@ class EmbeddedJudge:
             "calibration": [p.method.calibration.scale, p.method.calibration.offset],
             "threshold": p.request.item.threshold,
             "reasoning": None if self._reasoning(p) is None else [self._reasoning(p).max_tokens,
-                                                                   self._reasoning(p).follow_up],
+                                                                   self._reasoning(p).follow_up,
+                                                                   *self._sampling_key(p)],
             "prompts": [[list(prompt.ids), [list(c) for c in prompt.choices]] for prompt in p.prompts]})
             for p in self.build_prompts(requests)]
 
@@ -163,9 +173,14 @@ class EmbeddedJudge:
         wanted = [p for p in planned if p.error is None and self._reasoning(p) is not None]
         if not wanted:
             return
-        params = [SamplingParams(temperature=0.0, max_tokens=self._reasoning(p).max_tokens) for p in wanted]
+        params = []
+        for p in wanted:
+            max_tokens, samples = self._reasoning(p).max_tokens, p.request.item.samples
+            params.append(SamplingParams(temperature=0.0, max_tokens=max_tokens) if samples == 1 else
+                          SamplingParams(temperature=self.sample_temperature, max_tokens=max_tokens, n=samples,
+                                         seed=self.sample_seed))
         try:
-            outputs = self.llm.generate([p.main.ids for p in wanted], params)  # one batch, greedy
+            outputs = self.llm.generate([p.main.ids for p in wanted], params)  # one batch
         except Exception as exc:  # noqa: BLE001 - reported on each reasoned item
             outputs = [exc] * len(wanted)
         for p, output in zip(wanted, outputs):
@@ -173,8 +188,15 @@ class EmbeddedJudge:
             if failure:
                 p.error = f"reasoned mode: rationale generation failed: {failure}"
             else:
-                p.rationale = self.llm.tokenizer.decode(list(output.token_ids), skip_special_tokens=True).strip()
+                decode = self.llm.tokenizer.decode
+                p.rationales = [decode(list(c.token_ids), skip_special_tokens=True).strip() for c in output.outputs]
+                p.rationale = p.rationales[0]
                 p.usage += JudgeUsage.from_engine(output.usage)
+
+    def _sampling_key(self, planned: PlannedRequest) -> list:
+        """What else decides a reasoned verdict when it draws several rationales (nothing more with one)."""
+        samples = planned.request.item.samples
+        return [] if samples == 1 else [samples, self.sample_temperature, self.sample_seed]
 
     def _reasoning(self, planned: PlannedRequest) -> Reasoning | None:
         return planned.specs[-1].reasoning
@@ -199,12 +221,15 @@ class EmbeddedJudge:
             if p.error is not None:
                 continue
             reasoning = self._reasoning(p)
-            for position, prompt in enumerate(p.prompts):
-                ids = prompt.ids
-                if reasoning is not None:
-                    ids = ids + self.builder.follow_up(p.rationale or "", reasoning.follow_up)
-                job = ScoreJob(tuple(ids), tuple(map(tuple, prompt.choices)))
-                p.jobs.append(submit(job, 1 if position == len(p.prompts) - 1 else 0, p))
+            rationales = (p.rationales or [p.rationale or ""]) if reasoning is not None else [None]
+            for number, rationale in enumerate(rationales, 1):   # the prompts once per rationale
+                for position, prompt in enumerate(p.prompts):
+                    ids = prompt.ids
+                    if reasoning is not None:
+                        ids = ids + self.builder.follow_up(rationale, reasoning.follow_up)
+                    job = ScoreJob(tuple(ids), tuple(map(tuple, prompt.choices)))
+                    last = position == len(p.prompts) - 1 and number == len(rationales)
+                    p.jobs.append(submit(job, 1 if last else 0, p))
         scores = score_jobs(self.llm, jobs, weights, self.progress)
         for asker, scored in zip(first_asked, scores):
             if not isinstance(scored, str):
@@ -218,9 +243,17 @@ class EmbeddedJudge:
         if failure is not None:
             return Verdict(met=None, probability=None, error=f"engine could not score the prompt: {failure}",
                            usage=planned.usage)
-        scored = [ScoredPrompt(tuple(scores[j].logprobs), tuple(map(len, prompt.choices)), planned.rationale)
-                  for j, prompt in zip(planned.jobs, planned.prompts)]
-        return replace(planned.method.verdict(planned.request.item, scored), usage=planned.usage)
+        size, item = len(planned.prompts), planned.request.item
+        verdicts = []
+        for start, rationale in zip(range(0, len(planned.jobs), size), planned.rationales or [planned.rationale]):
+            scored = [ScoredPrompt(tuple(scores[j].logprobs), tuple(map(len, prompt.choices)), rationale)
+                      for j, prompt in zip(planned.jobs[start:start + size], planned.prompts)]
+            verdicts.append(planned.method.verdict(item, scored))
+        if len(verdicts) == 1:
+            return replace(verdicts[0], usage=planned.usage)
+        # self-consistency: the rationales' mean probability decides; the first rationale is the one shown
+        probability = sum(v.probability for v in verdicts) / len(verdicts)
+        return replace(verdicts[0], met=probability >= item.threshold, probability=probability, usage=planned.usage)
 
 
 def engine_defaults(options: dict[str, Any]) -> dict[str, Any]:

@@ -49,6 +49,7 @@ class JudgeItem:
     method: str | None = None    # a name in rubrics.judges.methods.METHODS; None: the judge's default
     mode: str = "direct"         # "direct" | "reasoned"
     max_tokens: int = 128        # the rationale's budget in reasoned mode
+    samples: int = 1             # reasoned mode: rationales drawn, their verdicts averaged (1: one greedy one)
 
     @property
     def tag(self) -> str:

@@ -56,6 +56,16 @@ def tiny_qwen2(tmp_path_factory) -> Path:
     return _tiny_model_dir(str(tmp_path_factory.getbasetemp()), "qwen2")
 
 
+@pytest.fixture(scope="session")
+def tiny_gemma2(tmp_path_factory) -> Path:
+    return _tiny_model_dir(str(tmp_path_factory.getbasetemp()), "gemma2")
+
+
+@pytest.fixture(scope="session")
+def tiny_phi3(tmp_path_factory) -> Path:
+    return _tiny_model_dir(str(tmp_path_factory.getbasetemp()), "phi3")
+
+
 @functools.lru_cache(maxsize=4)
 def hf_model(folder: str, dtype: torch.dtype = torch.float32):
     import transformers
@@ -79,6 +89,13 @@ def hf_greedy(folder: Path, token_ids: list[int], max_new_tokens: int) -> list[i
     return out[0, len(token_ids):].tolist()
 
 
+def max_logit_error(folder: Path, out) -> float:
+    """Largest |logit difference| between an output's returned logits and transformers' over the same tokens."""
+    reference = hf_logits(folder, out.prompt_token_ids + out.token_ids)
+    assert out.logits is not None and len(out.logits_positions) == len(out.logits)
+    return (out.logits - reference[out.logits_positions]).abs().max().item()
+
+
 def random_prompt(seed: int, length: int, vocab: int = TINY_VOCAB) -> list[int]:
     generator = torch.Generator().manual_seed(seed)
     return torch.randint(3, vocab, (length,), generator=generator).tolist()
@@ -100,7 +117,10 @@ def _dtype(options) -> torch.dtype:
 
 @functools.lru_cache(maxsize=None)
 def _tiny_spec(folder: Path):
-    from judge_engine.models.config import LlamaFamilyConfig
+    from judge_engine.models.config import read_config_json
     from judge_engine.models.loader import ModelSpec
+    from judge_engine.models.registry import family_for
 
-    return ModelSpec.from_config(LlamaFamilyConfig.from_folder(folder))
+    raw, source = read_config_json(folder)
+    family, architecture = family_for(raw.get("architectures") or [], source)
+    return ModelSpec.from_config(family.load_config_class().from_folder(folder, architecture))

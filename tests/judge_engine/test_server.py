@@ -157,6 +157,48 @@ def test_stop_and_seed(client):
     assert sampled[0] == sampled[1]
 
 
+def test_n_choices_equal_separate_requests_with_the_derived_seeds(client, engine):
+    body = {"model": MODEL, "prompt": "The quick", "max_tokens": 6, "temperature": 1.0, "seed": 11, "n": 3,
+            "logprobs": 1}
+    response = client.post("/v1/completions", json=body)
+    assert response.status_code == 200, response.text
+    choices = response.json()["choices"]
+    assert [c["index"] for c in choices] == [0, 1, 2]
+    expected = [offline(engine, "The quick", temperature=1.0, max_tokens=6, seed=11 + i, logprobs=1)
+                for i in range(3)]
+    assert [c["text"] for c in choices] == [e.text for e in expected]
+    for choice, e in zip(choices, expected):
+        assert choice["logprobs"]["token_logprobs"] == pytest.approx([lp[t] for t, lp in zip(e.token_ids, e.logprobs)])
+    assert response.json()["usage"]["completion_tokens"] == sum(len(e.token_ids) for e in expected)
+
+
+def test_best_of_returns_the_n_most_likely_choices(client, engine):
+    body = {"model": MODEL, "prompt": "Judges grade", "max_tokens": 5, "temperature": 1.0, "seed": 3, "n": 2,
+            "best_of": 4}
+    choices = client.post("/v1/completions", json=body).json()["choices"]
+    candidates = [offline(engine, "Judges grade", temperature=1.0, max_tokens=5, seed=3 + i, logprobs=0)
+                  for i in range(4)]
+    best = sorted(candidates, key=lambda o: -o.outputs[0].cumulative_logprob)[:2]
+    assert [c["text"] for c in choices] == [o.text for o in best]
+    assert [c["index"] for c in choices] == [0, 1]
+
+
+def test_streamed_chat_choices_add_up_to_the_whole_answers(client):
+    request = chat("Paged attention", max_tokens=6, temperature=1.0, seed=5, n=2)
+    whole = client.post("/v1/chat/completions", json=request).json()["choices"]
+    assert len(whole) == 2
+    with client.stream("POST", "/v1/chat/completions", json={**request, "stream": True}) as response:
+        events = sse_events(response)
+    texts, finishes = ["", ""], [[], []]
+    for event in events:
+        for choice in event["choices"]:
+            texts[choice["index"]] += choice["delta"].get("content", "")
+            finishes[choice["index"]].append(choice["finish_reason"])
+    assert texts == [c["message"]["content"] for c in whole]
+    assert [f[-1] for f in finishes] == [c["finish_reason"] for c in whole]
+    assert all(set(f[:-1]) == {None} for f in finishes)
+
+
 @pytest.mark.parametrize("path, body, status, param, code", [
     ("/v1/completions", {"model": "other", "prompt": "a"}, 404, "model", "model_not_found"),
     ("/v1/chat/completions", {"model": MODEL}, 400, "messages", None),
@@ -164,7 +206,11 @@ def test_stop_and_seed(client):
      400, "top_logprobs", "invalid_value"),
     ("/v1/chat/completions", {"model": MODEL, "messages": [{"role": "wizard", "content": "a"}]}, 400,
      "messages.0.role", "invalid_value"),
-    ("/v1/completions", {"model": MODEL, "prompt": "a", "n": 3}, 400, "n", "invalid_value"),
+    ("/v1/completions", {"model": MODEL, "prompt": "a", "n": 17}, 400, "n", "invalid_value"),
+    ("/v1/completions", {"model": MODEL, "prompt": "a", "n": 0}, 400, "n", "invalid_value"),
+    ("/v1/completions", {"model": MODEL, "prompt": "a", "n": 3, "best_of": 2}, 400, "best_of", "invalid_value"),
+    ("/v1/completions", {"model": MODEL, "prompt": "a", "n": 1, "best_of": 2, "stream": True}, 400, "best_of",
+     "invalid_value"),
     ("/v1/completions", {"model": MODEL, "prompt": "a", "logprobs": 21}, 400, "logprobs", "invalid_value"),
     ("/v1/completions", {"model": MODEL, "prompt": "a", "temperature": -1}, 400, "temperature", "invalid_value"),
     ("/v1/completions", {"model": MODEL, "prompt": "a " * 600}, 400, "prompt", "context_length_exceeded"),

@@ -36,6 +36,15 @@ TINY_FAMILIES: dict[str, tuple[str, dict]] = {
     "mistral": ("MistralConfig", {"rope_theta": 1000000.0, "sliding_window": None, "tie_word_embeddings": False}),
     "qwen2": ("Qwen2Config", {"rope_theta": 1000000.0, "tie_word_embeddings": True, "use_sliding_window": False}),
     "qwen3": ("Qwen3Config", {"rope_theta": 1000000.0, "tie_word_embeddings": False, "head_dim": 24}),
+    # small caps so that tanh bends the scores and logits of a tiny random model; a window shorter than the
+    # prompts; query_pre_attn_scalar unlike head_dim, so the wrong scale shows
+    "gemma2": ("Gemma2Config", {"head_dim": 16, "sliding_window": 16, "query_pre_attn_scalar": 24,
+                                "attn_logit_softcapping": 2.0, "final_logit_softcapping": 5.0,
+                                "tie_word_embeddings": True}),
+    # long-rope served within its original context: the short factors, and an attention factor that scales
+    "phi3": ("Phi3Config", {"original_max_position_embeddings": 512, "rope_parameters": {
+        "rope_type": "longrope", "rope_theta": 10000.0, "attention_factor": 1.25,
+        "short_factor": [1.0 + 0.4 * i for i in range(8)], "long_factor": [3.0 + 2 * i for i in range(8)]}}),
 }
 
 
