@@ -49,6 +49,16 @@ def checked_architecture(config_class: type, raw: dict[str, Any], source: str, a
     return architecture
 
 
+def attention_heads(raw: dict[str, Any], source: str) -> tuple[int, int]:
+    """(num_attention_heads, num_key_value_heads), the second dividing the first (grouped-query attention)."""
+    num_heads = read_field(raw, source, "num_attention_heads")
+    num_kv_heads = read_field(raw, source, "num_key_value_heads", num_heads) or num_heads
+    if num_heads % num_kv_heads:
+        raise ModelConfigError(
+            f"{source}: field 'num_key_value_heads' ({num_kv_heads}) must divide num_attention_heads ({num_heads})")
+    return num_heads, num_kv_heads
+
+
 @dataclass(frozen=True)
 class LlamaFamilyConfig:
     architecture: str
@@ -94,13 +104,8 @@ class LlamaFamilyConfig:
             family, architecture = family_for(raw.get("architectures") or [], source)
             if family.config_class != f"{cls.__module__}:{cls.__qualname__}":
                 raise ModelConfigError(f"{source}: {architecture} is not a Llama-family architecture")
-        num_heads = field("num_attention_heads")
+        num_heads, num_kv_heads = attention_heads(raw, source)
         hidden_size = field("hidden_size")
-        num_kv_heads = field("num_key_value_heads", num_heads) or num_heads
-        if num_heads % num_kv_heads:
-            raise ModelConfigError(
-                f"{source}: field 'num_key_value_heads' ({num_kv_heads}) must divide num_attention_heads ({num_heads})"
-            )
         attention_bias = bool(raw.get("attention_bias", False))
         rope_theta, rope_scaling = _rope(raw, source)
         max_positions = field("max_position_embeddings", 2048)

@@ -18,8 +18,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from judge_engine.models import row_tiles
-from judge_engine.models.config import (LlamaFamilyConfig, ModelConfigError, checked_architecture, eos_and_bos,
-                                        read_config_json, read_field, rope_settings)
+from judge_engine.models.config import (LlamaFamilyConfig, ModelConfigError, attention_heads, checked_architecture,
+                                        eos_and_bos, read_config_json, read_field, rope_settings)
 from judge_engine.models.elementwise import apply_blockwise
 from judge_engine.models.llama import KeptRows, LlamaAttention, LlamaForCausalLM, LlamaMLP, _empty
 
@@ -48,11 +48,8 @@ class Gemma2Config(LlamaFamilyConfig):
             return read_field(raw, source, name, default, kind)
 
         architecture = checked_architecture(cls, raw, source, architecture)
-        num_layers, num_heads, hidden = field("num_hidden_layers"), field("num_attention_heads"), field("hidden_size")
-        num_kv_heads = field("num_key_value_heads", num_heads) or num_heads
-        if num_heads % num_kv_heads:
-            raise ModelConfigError(
-                f"{source}: field 'num_key_value_heads' ({num_kv_heads}) must divide num_attention_heads ({num_heads})")
+        num_layers, hidden = field("num_hidden_layers"), field("hidden_size")
+        num_heads, num_kv_heads = attention_heads(raw, source)
         activation = raw.get("hidden_activation") or raw.get("hidden_act") or "gelu_pytorch_tanh"
         if activation not in GELU_APPROXIMATIONS:
             raise ModelConfigError(f"{source}: field 'hidden_activation' is {activation!r}; "

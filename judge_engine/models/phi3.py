@@ -17,8 +17,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from judge_engine.models.config import (LlamaFamilyConfig, ModelConfigError, checked_architecture, eos_and_bos,
-                                        read_config_json, read_field)
+from judge_engine.models.config import (LlamaFamilyConfig, ModelConfigError, attention_heads, checked_architecture,
+                                        eos_and_bos, read_config_json, read_field)
 from judge_engine.models.llama import LlamaForCausalLM
 
 ROPE_TYPES = ("default", "longrope")
@@ -41,11 +41,8 @@ class Phi3Config(LlamaFamilyConfig):
             return read_field(raw, source, name, default, kind)
 
         architecture = checked_architecture(cls, raw, source, architecture)
-        num_heads, hidden = field("num_attention_heads"), field("hidden_size")
-        num_kv_heads = field("num_key_value_heads", num_heads) or num_heads
-        if num_heads % num_kv_heads:
-            raise ModelConfigError(
-                f"{source}: field 'num_key_value_heads' ({num_kv_heads}) must divide num_attention_heads ({num_heads})")
+        hidden = field("hidden_size")
+        num_heads, num_kv_heads = attention_heads(raw, source)
         if raw.get("hidden_act", "silu") != "silu":
             raise ModelConfigError(f"{source}: field 'hidden_act' is {raw['hidden_act']!r}; supported: silu")
         head_dim = field("head_dim", None) or hidden // num_heads
