@@ -79,6 +79,11 @@ class LLM:
         return self.engine.device.type
 
     @property
+    def max_seq_len(self) -> int:
+        """The most tokens one sequence may have here: the model's context, capped by what the KV cache holds."""
+        return self.engine.max_seq_len
+
+    @property
     def max_model_len(self) -> int:
         """The most tokens one sequence (prompt + output) may have."""
         return self.engine.max_model_len

@@ -104,7 +104,7 @@ class EmbeddedJudge:
     @property
     def builder(self) -> PromptBuilder:
         if self._builder is None:
-            self._builder = PromptBuilder(self.llm.tokenizer, max_model_len(self.llm))
+            self._builder = PromptBuilder(self.llm.tokenizer, self.llm.max_seq_len)
         return self._builder
 
     def stats(self) -> dict:
@@ -309,16 +309,6 @@ def weights_sha256(folder: Any) -> str:
     if len(digests) == 1:
         return digests[0][1]
     return hashlib.sha256("".join(f"{name} {digest}\n" for name, digest in sorted(digests)).encode()).hexdigest()
-
-
-def max_model_len(llm: Any) -> int:
-    """The longest sequence the engine accepts: its context length, capped by what its KV cache holds."""
-    engine = getattr(llm, "engine", llm)
-    limits = [getattr(engine, name, None) for name in ("max_model_len", "max_seq_len")]
-    limits = [value for value in limits if isinstance(value, int) and value > 0]
-    if not limits:
-        raise RuntimeError("the engine does not say its maximum model length (LLMEngine.max_model_len)")
-    return min(limits)
 
 
 def score_jobs(llm: Any, jobs: list[ScoreJob], weights: list[int], progress: Any = None) -> list[Any]:

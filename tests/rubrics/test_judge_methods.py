@@ -148,7 +148,7 @@ class StubLLM:
 
     def __init__(self, tokenizer):
         self.tokenizer = tokenizer
-        self.max_model_len = 8192
+        self.max_seq_len = 8192
         self.scored: list[tuple[list[int], list[list[int]]]] = []
 
     def stats(self) -> dict:

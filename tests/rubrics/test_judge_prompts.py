@@ -53,7 +53,7 @@ def request(**overrides) -> JudgeRequest:
 
 
 def judge_for(tok, method: str = "choice", max_model_len: int = 8192) -> EmbeddedJudge:
-    return EmbeddedJudge(method=method, llm=SimpleNamespace(tokenizer=tok, max_model_len=max_model_len))
+    return EmbeddedJudge(method=method, llm=SimpleNamespace(tokenizer=tok, max_seq_len=max_model_len))
 
 
 def plan(tok, requests, method: str = "choice", max_model_len: int = 8192) -> list[PlannedRequest]:
