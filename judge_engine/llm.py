@@ -1,7 +1,8 @@
 """LLM: the offline engine API (generate, score, stats; documented in docs/engine.md), driving an LLMEngine to
 completion.
 
-Like the engine under it, an LLM is driven by one thread at a time.
+An LLM may be called from several threads at once: their requests join the same engine batches (step_sharing.py),
+so a call made while another runs is served next to it instead of after it.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from judge_engine.config import EngineConfig
 from judge_engine.engine import LLMEngine
 from judge_engine.outputs import RequestOutput, Scored, ScoreError, TokenUsage
 from judge_engine.sampler import SamplingParams
+from judge_engine.step_sharing import StepSharing
 
 __all__ = ["LLM", "LLMEngine", "ScoreError"]
 
@@ -59,6 +61,7 @@ class LLM:
         embedded model and GGUF conversions are kept, default $JUDGE_ENGINE_CACHE or ~/.cache/judge_engine)."""
         self.engine = LLMEngine(EngineConfig(model=model, **options))
         self._ids = itertools.count()
+        self._sharing = StepSharing(self.engine)
 
     @property
     def tokenizer(self):
@@ -100,8 +103,9 @@ class LLM:
             params = [params or SamplingParams()] * len(prompts)
         if len(params) != len(prompts):
             raise ValueError(f"params: {len(params)} SamplingParams for {len(prompts)} prompts")
-        ids = [self._add(prompt, p) for prompt, p in zip(prompts, params)]
-        finished = self._run(set(ids))
+        with self._sharing.adding() as waiter:
+            ids = [self._add(waiter, prompt, p) for prompt, p in zip(prompts, params)]
+        finished = self._sharing.wait(waiter)
         return [finished[i] for i in ids]
 
     def beam_search(self, prompts: Prompt | list[Prompt], beam_width: int, max_tokens: int,
@@ -112,11 +116,13 @@ class LLM:
         prompts = _as_prompt_list(prompts)
         params = BeamSearchParams(beam_width, max_tokens, length_penalty, ignore_eos)
         ids = []
-        for prompt in prompts:
-            request_id = f"llm-{next(self._ids)}"
-            self.engine.add_beam_search_request(request_id, prompt, params)
-            ids.append(request_id)
-        finished = self._run(set(ids))
+        with self._sharing.adding() as waiter:
+            for prompt in prompts:
+                request_id = f"llm-{next(self._ids)}"
+                self.engine.add_beam_search_request(request_id, prompt, params)
+                waiter.request_ids.add(request_id)
+                ids.append(request_id)
+        finished = self._sharing.wait(waiter)
         return [finished[i] for i in ids]
 
     def score(self, prompts: Prompt | list[Prompt], choices: list[Choice] | list[list[Choice]],
@@ -142,7 +148,28 @@ class LLM:
         str(e), e.message, e.prompt_index); if every prompt fails, the first ScoreError is raised instead.
         on_scored(i) is called as soon as prompt i's requests have all finished (progress reports)."""
         prompts = _as_prompt_list(prompts)
-        choice_sets = self._choice_sets(choices, len(prompts))
+        owner: dict[str, int] = {}   # request id -> index of the prompt it scores
+        remaining: Counter = Counter()
+
+        def request_done(request_id: str) -> None:
+            remaining[owner[request_id]] -= 1
+            if remaining[owner[request_id]] == 0 and on_scored is not None:
+                on_scored(owner[request_id])
+
+        with self._sharing.adding(request_done) as waiter:
+            plans = self._add_score_plans(waiter, prompts, self._choice_sets(choices, len(prompts)))
+            owner.update({rid: i for i, plan in enumerate(plans) if isinstance(plan, _ScorePlan)
+                          for rid in [plan.head, *plan.tails] if rid is not None})
+            remaining.update(owner.values())
+        finished = self._sharing.wait(waiter)
+        results = [plan if isinstance(plan, ScoreError) else plan.result(i, finished)
+                   for i, plan in enumerate(plans)]
+        if results and all(isinstance(r, ScoreError) for r in results):
+            raise results[0]
+        return results
+
+    def _add_score_plans(self, waiter, prompts: list[Prompt],
+                         choice_sets: list[list[list[int]]]) -> list[_ScorePlan | ScoreError]:
         params = SamplingParams(max_tokens=0)
         plans: list[_ScorePlan | ScoreError] = []
         for index, (prompt, choice_ids) in enumerate(zip(prompts, choice_sets)):
@@ -156,26 +183,12 @@ class LLM:
             head = None
             if len(choice_ids) > 1 or len(choice_ids[0]) == 1:
                 first_tokens = tuple(sorted({ids[0] for ids in choice_ids}))
-                head = self._add(prompt_ids, params, next_token_candidates=first_tokens)
+                head = self._add(waiter, prompt_ids, params, next_token_candidates=first_tokens)
             tails_from = len(prompt_ids) + (1 if head is not None else 0)
-            tails = [self._add(prompt_ids + ids, params, logprobs_from=tails_from) if len(ids) > 1
+            tails = [self._add(waiter, prompt_ids + ids, params, logprobs_from=tails_from) if len(ids) > 1
                      else None for ids in choice_ids]
             plans.append(_ScorePlan(head, tails, len(prompt_ids), choice_ids))
-        owner = {rid: i for i, plan in enumerate(plans) if isinstance(plan, _ScorePlan)
-                 for rid in [plan.head, *plan.tails] if rid is not None}
-        remaining = Counter(owner.values())
-
-        def request_done(request_id: str) -> None:
-            remaining[owner[request_id]] -= 1
-            if remaining[owner[request_id]] == 0 and on_scored is not None:
-                on_scored(owner[request_id])
-
-        finished = self._run(set(owner), request_done)
-        results = [plan if isinstance(plan, ScoreError) else plan.result(i, finished)
-                   for i, plan in enumerate(plans)]
-        if results and all(isinstance(r, ScoreError) for r in results):
-            raise results[0]
-        return results
+        return plans
 
     def _choice_sets(self, choices, num_prompts: int) -> list[list[list[int]]]:
         if not choices:
@@ -197,21 +210,11 @@ class LLM:
             return self.tokenizer.encode(choice, add_special_tokens=False)
         return [int(t) for t in choice]
 
-    def _add(self, prompt: Prompt, params: SamplingParams, **scoring) -> str:
+    def _add(self, waiter, prompt: Prompt, params: SamplingParams, **scoring) -> str:
         request_id = f"llm-{next(self._ids)}"
         self.engine.add_request(request_id, prompt, params, stream=False, **scoring)
+        waiter.request_ids.add(request_id)
         return request_id
-
-    def _run(self, request_ids: set[str],
-             on_finished: Callable[[str], None] | None = None) -> dict[str, RequestOutput]:
-        finished: dict[str, RequestOutput] = {}
-        while len(finished) < len(request_ids):
-            for out in self.engine.step():
-                if out.finished and out.request_id in request_ids:
-                    finished[out.request_id] = out
-                    if on_finished is not None:
-                        on_finished(out.request_id)
-        return finished
 
 
 def _is_choice(choice) -> bool:

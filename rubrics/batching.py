@@ -6,9 +6,13 @@ once, the forward passes are batched), so grading from many concurrent callers s
 score_many over the same trajectories costs. A worker thread collects submissions: the first one opens a window
 of `window_ms` that each new submission extends (callers preparing one after another on an event loop keep
 joining), up to `max_wait_ms` after the first; the batch goes out when the window closes or `max_batch`
-requests are waiting. While the judge
-works, new submissions queue up and go out together as soon as it is free. One judge call at a time, so a judge
-never sees two batches at once.
+requests are waiting.
+
+A judge that takes several calls at once (`concurrent_calls`, rubrics.judges.protocol) gets up to that many
+batches in flight: the embedded judge's engine then schedules a batch that arrives while another runs next to it,
+step by step (continuous batching across callers), so a caller arriving late waits for its own prompts, not for
+the whole batch before it. When every call slot is busy, new submissions queue up and go out together as soon as
+one frees. Any other judge gets one call at a time.
 """
 from __future__ import annotations
 
@@ -18,7 +22,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from rubrics.judges.protocol import Judge, JudgeRequest, call_judge
+from rubrics.judges.protocol import Judge, JudgeRequest, call_judge, concurrent_calls
 
 # A judge call takes seconds: waiting 50 ms for more callers costs little, and callers that prepare one after
 # another on a busy event loop (a few ms each, more on a loaded machine) still land in one batch.
@@ -41,6 +45,7 @@ class BatcherStats:
     submissions: int = 0
     requests: int = 0
     largest_batch: int = 0    # requests in the largest call
+    peak_calls_in_flight: int = 0
 
 
 class JudgeBatcher:
@@ -58,6 +63,9 @@ class JudgeBatcher:
         self.max_wait_s = max_wait_ms / 1000.0
         self.max_batch = max_batch
         self.stats = BatcherStats()
+        self.max_calls = concurrent_calls(judge)
+        self._call_slots = threading.Semaphore(self.max_calls)
+        self._calls: set[threading.Thread] = set()   # judge calls in flight on their own threads
         self._pending: list[_Submission] = []
         self._waiting = 0   # requests in _pending
         self._wake = threading.Condition()
@@ -91,6 +99,11 @@ class JudgeBatcher:
             self._wake.notify()
         if wait and worker is not None and worker is not threading.current_thread():
             worker.join()
+        if wait:
+            with self._wake:
+                calls = list(self._calls)
+            for call in calls:
+                call.join()
 
     def _take(self) -> list[_Submission] | None:
         """The next batch, waiting for its window; None when idle for IDLE_EXIT_S (the worker then ends)."""
@@ -115,13 +128,36 @@ class JudgeBatcher:
             return batch
 
     def _run(self) -> None:
-        while (batch := self._take()) is not None:
+        while True:
+            self._call_slots.acquire()   # a free call slot first: while all are busy, submissions pile up
+            batch = self._take()
+            if batch is None:
+                self._call_slots.release()
+                return
+            if self.max_calls == 1:
+                self._judge_and_release(batch)
+                continue
+            call = threading.Thread(target=self._judge_and_release, args=(batch,), name="rubrics-judge-call",
+                                    daemon=True)
+            with self._wake:
+                self._calls.add(call)
+                self.stats.peak_calls_in_flight = max(self.stats.peak_calls_in_flight, len(self._calls))
+            call.start()
+
+    def _judge_and_release(self, batch: list[_Submission]) -> None:
+        try:
             self._judge(batch)
+        finally:
+            with self._wake:
+                self._calls.discard(threading.current_thread())
+            self._call_slots.release()
 
     def _judge(self, batch: list[_Submission]) -> None:
         requests = [r for s in batch for r in s.requests]
-        self.stats.judge_calls += 1
-        self.stats.largest_batch = max(self.stats.largest_batch, len(requests))
+        with self._wake:
+            self.stats.judge_calls += 1
+            self.stats.largest_batch = max(self.stats.largest_batch, len(requests))
+            self.stats.peak_calls_in_flight = max(self.stats.peak_calls_in_flight, 1)
         try:
             verdicts = list(self.judge.judge(requests))
             if len(verdicts) != len(requests):
@@ -131,7 +167,8 @@ class JudgeBatcher:
             # get verdicts and the culprit gets its error verdicts (call_judge never raises).
             for submission in batch:
                 if len(batch) > 1:
-                    self.stats.judge_calls += 1
+                    with self._wake:
+                        self.stats.judge_calls += 1
                 self._deliver(submission, lambda s=submission: call_judge(self.judge, s.requests))
             return
         answers = iter(verdicts)

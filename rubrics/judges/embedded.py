@@ -11,6 +11,7 @@ probabilities (self-consistency).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -66,6 +67,9 @@ class EmbeddedJudge:
 
     sample_temperature: float = 0.7
     sample_seed: int = 0
+    # judge() may run in several threads at once (rubrics.batching gives it up to this many batches in flight):
+    # the engine schedules a call that arrives while another runs next to it, step by step.
+    concurrent_calls: int = 4
 
     def __init__(self, model: str | None = None, *, method: str | None = None, calibration: Any = None,
                  calibrations: Mapping[str, Calibration] | None = None, llm: Any = None, **engine_options: Any):
@@ -73,6 +77,7 @@ class EmbeddedJudge:
         self.model = model
         self.engine_options = engine_options
         self._llm = llm
+        self._lock = threading.RLock()   # loading the model, and the tokenizer (not made for concurrent use)
         self._identity: ModelIdentity | None = None
         self.calibration_file, chosen = judge_calibrations(
             calibration, calibrations, self.identity() if calibration is not None else None, method)
@@ -95,17 +100,19 @@ class EmbeddedJudge:
 
     @property
     def llm(self) -> Any:
-        if self._llm is None:
-            from judge_engine import LLM
+        with self._lock:
+            if self._llm is None:
+                from judge_engine import LLM
 
-            self._llm = LLM(model=self.model, **engine_defaults(self.engine_options))
-        return self._llm
+                self._llm = LLM(model=self.model, **engine_defaults(self.engine_options))
+            return self._llm
 
     @property
     def builder(self) -> PromptBuilder:
-        if self._builder is None:
-            self._builder = PromptBuilder(self.llm.tokenizer, self.llm.max_seq_len)
-        return self._builder
+        with self._lock:
+            if self._builder is None:
+                self._builder = PromptBuilder(self.llm.tokenizer, self.llm.max_seq_len)
+            return self._builder
 
     def stats(self) -> dict:
         """The engine's counters (prompt_tokens, computed_prompt_tokens, prefix_cache_hit_rate, ...)."""
@@ -114,7 +121,8 @@ class EmbeddedJudge:
     def build_prompts(self, requests: Sequence[JudgeRequest]) -> list[PlannedRequest]:
         planned = [self._plan(request) for request in requests]
         wanted = [PromptRequest(p.request.context, spec) for p in planned for spec in p.specs]
-        built = iter(self.builder.build(wanted))
+        with self._lock:
+            built = iter(self.builder.build(wanted))
         for p in planned:
             for prompt in [next(built) for _ in p.specs]:
                 if isinstance(prompt, PromptError):
@@ -189,7 +197,9 @@ class EmbeddedJudge:
                 p.error = f"reasoned mode: rationale generation failed: {failure}"
             else:
                 decode = self.llm.tokenizer.decode
-                p.rationales = [decode(list(c.token_ids), skip_special_tokens=True).strip() for c in output.outputs]
+                with self._lock:
+                    p.rationales = [decode(list(c.token_ids), skip_special_tokens=True).strip()
+                                    for c in output.outputs]
                 p.rationale = p.rationales[0]
                 p.usage += JudgeUsage.from_engine(output.usage)
 
@@ -226,7 +236,8 @@ class EmbeddedJudge:
                 for position, prompt in enumerate(p.prompts):
                     ids = prompt.ids
                     if reasoning is not None:
-                        ids = ids + self.builder.follow_up(rationale, reasoning.follow_up)
+                        with self._lock:
+                            ids = ids + self.builder.follow_up(rationale, reasoning.follow_up)
                     job = ScoreJob(tuple(ids), tuple(map(tuple, prompt.choices)))
                     last = position == len(p.prompts) - 1 and number == len(rationales)
                     p.jobs.append(submit(job, 1 if last else 0, p))

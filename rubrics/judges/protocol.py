@@ -93,6 +93,14 @@ class Judge(Protocol):
         ...
 
 
+def concurrent_calls(judge: Judge) -> int:
+    """How many judge() calls the judge takes at once: its `concurrent_calls` attribute, or 1 (a judge that says
+    nothing is called by one thread at a time). The embedded judge takes several: calls made while another runs
+    join its engine batches."""
+    value = getattr(judge, "concurrent_calls", 1)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 1 else 1
+
+
 def call_judge(judge: Judge, requests: list) -> list[Verdict]:
     """The judge's verdicts, or one error verdict per request when the judge as a whole fails."""
     from rubrics.judges.extras import explain_missing

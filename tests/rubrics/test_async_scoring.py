@@ -162,3 +162,72 @@ def test_batcher_options_are_checked():
         JudgeBatcher(ScriptedJudge(), max_batch=0)
     with pytest.raises(ValueError):
         JudgeBatcher(ScriptedJudge(), window_ms=10, max_wait_ms=5)
+
+
+class OverlappingJudge(ScriptedJudge):
+    """Says it takes `slots` calls at once; its first call holds until a second call has started (or 10 s)."""
+
+    def __init__(self, slots):
+        super().__init__(by_evidence)
+        self.concurrent_calls = slots
+        self.first_entered = threading.Event()
+        self.second_entered = threading.Event()
+        self.first_saw_second = None
+        self.lock = threading.Lock()
+        self.active = self.peak = 0
+
+    def judge(self, requests):
+        with self.lock:
+            self.active += 1
+            self.peak = max(self.peak, self.active)
+            first = not self.first_entered.is_set()
+            (self.first_entered if first else self.second_entered).set()
+        try:
+            if first:
+                self.first_saw_second = self.second_entered.wait(10)
+            return super().judge(requests)
+        finally:
+            with self.lock:
+                self.active -= 1
+
+
+def test_a_judge_taking_concurrent_calls_gets_a_late_batch_while_the_first_runs():
+    judge = OverlappingJudge(slots=2)
+    batcher = JudgeBatcher(judge, window_ms=0, max_wait_ms=0)
+    early, late = answers(2)
+    results = {}
+    thread = threading.Thread(target=lambda: results.setdefault(
+        "early", asyncio.run(rubrics.ascore(early, RUBRIC, batcher=batcher))))
+    thread.start()
+    assert judge.first_entered.wait(10)
+    results["late"] = asyncio.run(rubrics.ascore(late, RUBRIC, batcher=batcher))
+    thread.join(30)
+    assert judge.first_saw_second is True and judge.peak == 2 and batcher.stats.peak_calls_in_flight == 2
+    assert [results["early"].trajectory_id, results["late"].trajectory_id] == ["t0", "t1"]
+    assert [results["early"].earned, results["late"].earned] == [0, 3]
+
+
+def test_no_more_calls_in_flight_than_the_judge_takes():
+    judge = OverlappingJudge(slots=2)
+    batcher = JudgeBatcher(judge, window_ms=0, max_wait_ms=0)
+    threads = [threading.Thread(target=lambda t=t: asyncio.run(rubrics.ascore(t, RUBRIC, batcher=batcher)))
+               for t in answers(6)]
+    for thread in threads:
+        thread.start()
+        judge.first_entered.wait(10)
+    for thread in threads:
+        thread.join(30)
+    assert judge.peak == 2 and batcher.stats.peak_calls_in_flight == 2
+    assert sum(map(len, judge.calls)) == 12
+    batcher.close()
+
+
+def test_a_judge_that_says_nothing_is_called_once_at_a_time():
+    from rubrics.judges.protocol import concurrent_calls
+
+    assert concurrent_calls(LockedJudge()) == 1
+    for odd in (0, -3, True, 2.5, "4"):
+        judge = LockedJudge()
+        judge.concurrent_calls = odd
+        assert concurrent_calls(judge) == 1
+    assert concurrent_calls(rubrics.EmbeddedJudge()) > 1
