@@ -71,7 +71,12 @@ class OpenAIJudge:
     served model's name: a server does not say its weights' hash), prompt layout or (method given) method; without
     model= the name is checked once the server has named its model, and a mismatch makes every verdict an error.
     calibrations: {method name: Calibration} replacing the methods' fitted defaults (and the file's entries).
+    Each judge() call opens its own connections, so several may run at once (`concurrent_calls`: the JudgeBatcher
+    sends a batch that forms while another is out at once, and the server batches both; each call keeps its own
+    `concurrency` bound).
     """
+
+    concurrent_calls: int = 4
 
     def __init__(self, base_url: str, model: str | None = None, api_key: str | None = None, *, concurrency: int = 16,
                  timeout: float = 120.0, max_retries: int = 4, top_logprobs: int = TOP_LOGPROBS,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import math
 import re
+import threading
 import time
 from collections import Counter
 
@@ -71,6 +72,9 @@ class FakeChatServer:
         self.bodies: list[dict] = []
         self.headers: list[dict] = []
         self.attempts: Counter[str] = Counter()
+        self.holding = threading.Event()   # a <<HOLD>> request is waiting for an <<ARRIVE>> one
+        self.arrived = False
+        self.hold_saw_arrival: bool | None = None
 
     async def models(self, request: Request):
         return JSONResponse({"object": "list", "data": [{"id": "served-judge", "object": "model"}]})
@@ -88,6 +92,15 @@ class FakeChatServer:
                                            "code": None}}, status_code=500)
         if kind == "HANG":
             await asyncio.sleep(20)
+        if kind == "HOLD":   # answers once an ARRIVE request has come in, or after 10 s
+            self.holding.set()
+            for _ in range(1000):
+                if self.arrived:
+                    break
+                await asyncio.sleep(0.01)
+            self.hold_saw_arrival = self.arrived
+        if kind == "ARRIVE":
+            self.arrived = True
         if kind == "THROTTLE" and self.attempts[kind + arg] == 1:
             return JSONResponse({"error": {"message": "slow down", "type": "rate_limit", "param": None,
                                            "code": None}}, status_code=429, headers={"Retry-After": "0.2"})
@@ -231,6 +244,23 @@ def test_re_judging_from_the_verdict_cache_sends_no_request(server, tmp_path):
     other_model.policy = FAST
     CachedJudge(other_model, cache).judge(wanted[:2])
     assert len(server.bodies) == 2   # another model name: every verdict misses
+
+
+def test_a_batch_formed_while_a_call_is_out_is_sent_at_once(server):
+    from rubrics.batching import JudgeBatcher
+
+    judge = make_judge(server)
+    batcher = JudgeBatcher(judge, window_ms=0, max_wait_ms=0)
+    server.holding.clear()
+    server.arrived, server.hold_saw_arrival = False, None
+    first = batcher.submit([request("a", "states the total <<HOLD>>")])
+    assert server.holding.wait(10)   # the first call is out, its request held by the server
+    second = batcher.submit([request("b", "mentions Q2 <<ARRIVE>>")])
+    assert second.result(10)[0].error is None
+    assert first.result(20)[0].error is None
+    # one call at a time would have sent the second request only after the first answered (10 s later)
+    assert server.hold_saw_arrival is True and batcher.stats.peak_calls_in_flight == 2
+    batcher.close()
 
 
 def test_the_likelihood_method_is_refused_per_item_with_a_reason(server):
