@@ -25,28 +25,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import time
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-RUBRIC = REPO / "examples" / "cfo-mis" / "rubric.yaml"
-SOURCES = [REPO / "examples" / "cfo-mis" / "trajectories", REPO / "examples" / "labels" / "cfo-mis" / "trajectories"]
-
-
-def make_trajectories(count: int) -> list[dict]:
-    sources = sorted(p for d in SOURCES for p in d.glob("*.json"))
-    made = []
-    for index in range(count):
-        data = json.loads(sources[index % len(sources)].read_text())
-        if isinstance(data, list):  # bare OpenAI messages
-            data = {"messages": data}
-        data["id"] = f"async-{index:03d}"
-        note = f"\n(Run {index}: prepared from the finance share on day {index % 28 + 1}.)"
-        data["final_answer"] = (data.get("final_answer") or data["messages"][-1].get("content") or "") + note
-        made.append(data)
-    return made
+from grade_throughput import RUBRIC, distinct_trajectories  # benchmarks/ is on sys.path when run as a script
 
 
 class CountingJudge:
@@ -170,7 +152,7 @@ def main() -> None:
         rubric = rubric.model_copy(update={
             "gates": tuple(i for i in rubric.gates if not i.is_judge or i.id in judged),
             "criteria": tuple(i for i in rubric.criteria if not i.is_judge or i.id in judged)})
-    trajectories = make_trajectories(args.trajectories)
+    trajectories = distinct_trajectories(args.trajectories, "async")
     print(f"before: {load()}")
     figures: dict[str, float] = {}
     waits: dict[str, tuple[float, float]] = {}   # staggered modes: best (mean, p90) latency over the rounds

@@ -31,20 +31,26 @@ RUBRIC = REPO / "examples" / "cfo-mis" / "rubric.yaml"
 SOURCES = [REPO / "examples" / "cfo-mis" / "trajectories", REPO / "examples" / "labels" / "cfo-mis" / "trajectories"]
 
 
-def make_trajectories(folder: Path, count: int) -> list[Path]:
+def distinct_trajectories(count: int, prefix: str) -> list[dict]:
+    """`count` CFO trajectories (the example's and the labelled set's, in turn), ids PREFIX-000..., each with its
+    own note at the end of its final answer, so that no prompt repeats whole."""
     sources = sorted(p for d in SOURCES for p in d.glob("*.json"))
-    paths = []
+    made = []
     for index in range(count):
         data = json.loads(sources[index % len(sources)].read_text())
         if isinstance(data, list):  # bare OpenAI messages
             data = {"messages": data}
-        data["id"] = f"bench-{index:03d}"
+        data["id"] = f"{prefix}-{index:03d}"
         note = f"\n(Run {index}: prepared from the finance share on day {index % 28 + 1}.)"
-        if data.get("final_answer"):
-            data["final_answer"] += note
-        else:
-            data["final_answer"] = (data["messages"][-1].get("content") or "") + note
-        path = folder / f"bench-{index:03d}.json"
+        data["final_answer"] = (data.get("final_answer") or data["messages"][-1].get("content") or "") + note
+        made.append(data)
+    return made
+
+
+def make_trajectories(folder: Path, count: int) -> list[Path]:
+    paths = []
+    for data in distinct_trajectories(count, "bench"):
+        path = folder / f"{data['id']}.json"
         path.write_text(json.dumps(data))
         paths.append(path)
     return paths

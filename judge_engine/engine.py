@@ -314,11 +314,15 @@ class LLMEngine:
         children = [parent.fork(i, make_generator(parent.params, torch.device("cpu"), i))
                     for i in range(1, parent.params.best_of)]
         for child in children:
-            tracked = self.output_processor.track(child, request.prompt, request.stream)
-            tracked.group = group
-            group.members[child] = tracked
+            self._track_member(request, child)
         self.scheduler.fork(parent, children)
         group.forked = True
+
+    def _track_member(self, request: TrackedRequest, child: Sequence) -> None:
+        """A forked sample or beam joins its request's group, tracked (text, stop strings) like a request."""
+        tracked = self.output_processor.track(child, request.prompt, request.stream)
+        tracked.group = request.group
+        request.group.members[child] = tracked
 
     def _sample_and_append(self, logits: torch.Tensor, seqs: list[Sequence]) -> None:
         """Sample every row, then give each request its token; a request whose row could not be sampled, or whose
@@ -362,8 +366,7 @@ class LLMEngine:
             parent = beam.live[c.beam]
             if c.beam in taken:
                 child = parent.fork(len(group.members), None)
-                group.members[child] = self.output_processor.track(child, request.prompt, False)
-                group.members[child].group = group
+                self._track_member(request, child)   # a beam search request never streams
                 self.scheduler.fork(parent, [child])
                 continuing.append(child)
             else:

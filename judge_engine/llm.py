@@ -19,7 +19,7 @@ from judge_engine.config import EngineConfig
 from judge_engine.engine import LLMEngine
 from judge_engine.outputs import RequestOutput, Scored, ScoreError, TokenUsage
 from judge_engine.sampler import SamplingParams
-from judge_engine.step_sharing import StepSharing
+from judge_engine.step_sharing import StepSharing, Waiter
 
 __all__ = ["LLM", "LLMEngine", "ScoreError"]
 
@@ -118,10 +118,8 @@ class LLM:
         ids = []
         with self._sharing.adding() as waiter:
             for prompt in prompts:
-                request_id = f"llm-{next(self._ids)}"
-                self.engine.add_beam_search_request(request_id, prompt, params)
-                waiter.request_ids.add(request_id)
-                ids.append(request_id)
+                ids.append(self._claim_id(waiter))
+                self.engine.add_beam_search_request(ids[-1], prompt, params)
         finished = self._sharing.wait(waiter)
         return [finished[i] for i in ids]
 
@@ -168,7 +166,7 @@ class LLM:
             raise results[0]
         return results
 
-    def _add_score_plans(self, waiter, prompts: list[Prompt],
+    def _add_score_plans(self, waiter: Waiter, prompts: list[Prompt],
                          choice_sets: list[list[list[int]]]) -> list[_ScorePlan | ScoreError]:
         params = SamplingParams(max_tokens=0)
         plans: list[_ScorePlan | ScoreError] = []
@@ -210,9 +208,14 @@ class LLM:
             return self.tokenizer.encode(choice, add_special_tokens=False)
         return [int(t) for t in choice]
 
-    def _add(self, waiter, prompt: Prompt, params: SamplingParams, **scoring) -> str:
-        request_id = f"llm-{next(self._ids)}"
+    def _add(self, waiter: Waiter, prompt: Prompt, params: SamplingParams, **scoring) -> str:
+        request_id = self._claim_id(waiter)
         self.engine.add_request(request_id, prompt, params, stream=False, **scoring)
+        return request_id
+
+    def _claim_id(self, waiter: Waiter) -> str:
+        """A fresh request id, claimed by the waiter (a request whose adding fails is aborted, unknown or not)."""
+        request_id = f"llm-{next(self._ids)}"
         waiter.request_ids.add(request_id)
         return request_id
 

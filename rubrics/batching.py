@@ -134,9 +134,6 @@ class JudgeBatcher:
             if batch is None:
                 self._call_slots.release()
                 return
-            if self.max_calls == 1:
-                self._judge_and_release(batch)
-                continue
             call = threading.Thread(target=self._judge_and_release, args=(batch,), name="rubrics-judge-call",
                                     daemon=True)
             with self._wake:
@@ -157,7 +154,6 @@ class JudgeBatcher:
         with self._wake:
             self.stats.judge_calls += 1
             self.stats.largest_batch = max(self.stats.largest_batch, len(requests))
-            self.stats.peak_calls_in_flight = max(self.stats.peak_calls_in_flight, 1)
         try:
             verdicts = list(self.judge.judge(requests))
             if len(verdicts) != len(requests):

@@ -52,7 +52,8 @@ class Grader:
 
         self.plans = PlanCache()
         self.judges = JudgeChoice(judge)
-        # One grading at a time: the embedded engine serves one caller, and JudgeChoice builds judges lazily.
+        # One grading at a time: JudgeChoice builds judges lazily, and a judge is called by one thread at a time
+        # unless it declares concurrent_calls (the JudgeBatcher's rule; ascore is the way to share judge calls).
         self._lock = threading.Lock()
 
     def check(self, rubric: Any) -> None:
