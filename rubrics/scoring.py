@@ -164,8 +164,6 @@ def resolve_judge(judge: Judge | None, plan: Plan) -> Judge | None:
     return make_embedded_judge(**({"calibration": calibration} if calibration else {}))
 
 
-
-
 def default_judge_key(plan: Plan) -> tuple:
     """Plans with the same key get the same default judge (built once per call): the rubric's panel and
     calibration are all that resolve_judge reads from a plan."""

@@ -89,25 +89,23 @@ class LlamaFamilyConfig:
 
     @classmethod
     def from_folder(cls, folder: Path, architecture: str | None = None) -> "LlamaFamilyConfig":
-        """architecture: the one the model registry chose from config.json (None: choose it here)."""
+        """The config of a model folder (config.json, and generation_config.json's end-of-sequence ids), for this
+        class and the families built on it; architecture: the one the model registry chose (None: choose it here)."""
         raw, source = read_config_json(folder)
-        eos = _ids(raw.get("eos_token_id")) + _generation_eos(Path(folder))
-        return cls.from_dict(raw, source=source, eos_token_ids=tuple(dict.fromkeys(eos)), architecture=architecture)
+        return cls.from_dict(raw, source=source, folder=folder, architecture=architecture)
 
     @classmethod
-    def from_dict(cls, raw: dict[str, Any], *, source: str = "config.json", eos_token_ids=(),
+    def from_dict(cls, raw: dict[str, Any], *, source: str = "config.json", folder: Path | None = None,
                   architecture: str | None = None) -> "LlamaFamilyConfig":
         def field(name: str, default: Any = ..., kind: type = int) -> Any:
             return read_field(raw, source, name, default, kind)
 
-        if architecture is None:
-            family, architecture = family_for(raw.get("architectures") or [], source)
-            if family.config_class != f"{cls.__module__}:{cls.__qualname__}":
-                raise ModelConfigError(f"{source}: {architecture} is not a Llama-family architecture")
+        architecture = checked_architecture(cls, raw, source, architecture)
         num_heads, num_kv_heads = attention_heads(raw, source)
         hidden_size = field("hidden_size")
         attention_bias = bool(raw.get("attention_bias", False))
-        rope_theta, rope_scaling = _rope(raw, source)
+        rope_theta, rope_scaling = rope_settings(raw, source)
+        eos, bos = eos_and_bos(folder, raw)
         max_positions = field("max_position_embeddings", 2048)
         window = field("sliding_window", None) if architecture == "MistralForCausalLM" else None
         return cls(
@@ -128,8 +126,8 @@ class LlamaFamilyConfig:
             mlp_bias=architecture == "LlamaForCausalLM" and bool(raw.get("mlp_bias", False)),
             qk_norm=architecture == "Qwen3ForCausalLM",
             max_position_embeddings=max_positions,
-            bos_token_id=raw.get("bos_token_id") if isinstance(raw.get("bos_token_id"), int) else None,
-            eos_token_ids=tuple(eos_token_ids) or tuple(_ids(raw.get("eos_token_id"))),
+            bos_token_id=bos,
+            eos_token_ids=eos,
             # a window as long as the context masks nothing: the plain path is the same attention
             sliding_window=window if window and window < max_positions else None,
         )
@@ -143,12 +141,8 @@ def eos_and_bos(folder: Path | None, raw: dict[str, Any]) -> tuple[tuple[int, ..
 
 
 def rope_settings(raw: dict[str, Any], source: str) -> tuple[float, dict[str, Any] | None]:
-    """(theta, scaling) of a config.json, for a family whose RoPE is the Llama family's (default, linear, llama3)."""
-    return _rope(raw, source)
-
-
-def _rope(raw: dict[str, Any], source: str) -> tuple[float, dict[str, Any] | None]:
-    """(theta, scaling) from the transformers 5 ``rope_parameters`` or the older ``rope_theta``/``rope_scaling``."""
+    """(theta, scaling) of a config.json, for a family whose RoPE is the Llama family's (default, linear, llama3):
+    from the transformers 5 ``rope_parameters`` or the older ``rope_theta``/``rope_scaling``."""
     params = raw.get("rope_parameters")
     if isinstance(params, dict) and "rope_theta" in params:
         theta = float(params["rope_theta"])

@@ -19,7 +19,7 @@ from torch import nn
 
 from judge_engine.models import row_tiles
 from judge_engine.models.config import (LlamaFamilyConfig, ModelConfigError, attention_heads, checked_architecture,
-                                        eos_and_bos, read_config_json, read_field, rope_settings)
+                                        eos_and_bos, read_field, rope_settings)
 from judge_engine.models.elementwise import apply_blockwise
 from judge_engine.models.llama import KeptRows, LlamaAttention, LlamaForCausalLM, LlamaMLP, _empty
 
@@ -35,11 +35,6 @@ class Gemma2Config(LlamaFamilyConfig):
     attn_logit_softcapping: float | None = None
     final_logit_softcapping: float | None = None
     gelu_approximate: str = "tanh"
-
-    @classmethod
-    def from_folder(cls, folder: Path, architecture: str | None = None) -> "Gemma2Config":
-        raw, source = read_config_json(folder)
-        return cls.from_dict(raw, source=source, folder=folder, architecture=architecture)
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any], *, source: str = "config.json", folder: Path | None = None,

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from judge_engine.models.config import (LlamaFamilyConfig, ModelConfigError, attention_heads, checked_architecture,
-                                        eos_and_bos, read_config_json, read_field)
+                                        eos_and_bos, read_field)
 from judge_engine.models.llama import LlamaForCausalLM
 
 ROPE_TYPES = ("default", "longrope")
@@ -28,11 +28,6 @@ ROPE_TYPES = ("default", "longrope")
 class Phi3Config(LlamaFamilyConfig):
     original_max_position_embeddings: int | None = None  # long-rope's pretraining context (None: no long-rope)
     long_rope_scalings: tuple[dict[str, Any], dict[str, Any]] | None = None  # (short, long)
-
-    @classmethod
-    def from_folder(cls, folder: Path, architecture: str | None = None) -> "Phi3Config":
-        raw, source = read_config_json(folder)
-        return cls.from_dict(raw, source=source, folder=folder, architecture=architecture)
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any], *, source: str = "config.json", folder: Path | None = None,
