@@ -1,9 +1,14 @@
 """Decode throughput: 32 concurrent sequences through the engine versus transformers generate on one sequence.
 
     python benchmarks/engine_generate.py [--dtype bfloat16] [--quick] [--threads N] [--device cpu|cuda] [--model PATH]
+                                         [--quantization int8] [--rounds N]
 
 Prints output tokens/s for both (target: engine >= 5x the baseline), the engine's steady decode rate, and the
 engine's time to first token and time per output token (mean and p90 over the requests).
+With --quantization int8 an int8 engine (judge_engine/quantization.py) runs too, in rounds alternating with the
+float one (both in this process, the same prompts): its tokens/s, the ratio int8 / float (median of the rounds'
+ratios) and how many of the greedy tokens the two engines agree on (int8 logits differ slightly, so a greedy
+continuation may branch off).
 Engine and baseline run in the same process under the same settings (threads, and OMP_WAIT_POLICY=PASSIVE
 unless already set: see engine_judge.py).
 """
@@ -56,6 +61,9 @@ def main() -> None:
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--model", default=None)
     parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument("--quantization", choices=["int8"], default=None,
+                        help="also run an int8 engine, in rounds alternating with the float one")
+    parser.add_argument("--rounds", type=int, default=3, help="float / int8 rounds with --quantization")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
 
@@ -72,19 +80,18 @@ def main() -> None:
     prompts = prompts_for(llm.tokenizer, args.concurrency)
     params = SamplingParams(temperature=0.0, max_tokens=new_tokens, ignore_eos=True)
     llm.generate(prompts[:2], SamplingParams(temperature=0.0, max_tokens=2))  # warm-up
-    before = llm.stats()
-    synchronize(device)
-    start = time.perf_counter()
-    outs = llm.generate(prompts, params)
-    synchronize(device)
-    engine_s = time.perf_counter() - start
-    steps = llm.stats()["steps"] - before["steps"]
+    quantized = None
+    if args.quantization:
+        quantized = LLM(args.model, device=device, quantization=args.quantization)
+        quantized.generate(prompts[:2], SamplingParams(temperature=0.0, max_tokens=2))
+    rounds = []
+    for _ in range(args.rounds if quantized is not None else 1):
+        engine_s, outs, steps, steady = engine_run(llm, prompts, params, device)
+        if quantized is not None:
+            rounds.append((engine_s, engine_run(quantized, prompts, params, device)))
     generated = sum(len(o.token_ids) for o in outs)
     ttft = [o.metrics.time_to_first_token for o in outs]
     tpot = [o.metrics.time_per_output_token for o in outs]
-    first_token_done = max(o.metrics.first_token_time for o in outs)
-    last_done = max(o.metrics.finished_time for o in outs)
-    steady = (generated - len(outs)) / (last_done - first_token_done)
 
     dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16}[args.dtype]
     model = transformers.AutoModelForCausalLM.from_pretrained(model_folder(llm.model_path), dtype=dtype)
@@ -115,6 +122,38 @@ def main() -> None:
     print(f"time to first token: mean {statistics.mean(ttft):.3f} s, p90 {percentile(ttft, 0.9):.3f} s; "
           f"time per output token: mean {statistics.mean(tpot) * 1000:.1f} ms, "
           f"p90 {percentile(tpot, 0.9) * 1000:.1f} ms")
+    if quantized is not None:
+        for index, (float_s, (int8_s, _, _, int8_steady)) in enumerate(rounds, 1):
+            print(f"round {index}: {args.dtype} {generated / float_s:7.1f} tokens/s, {args.quantization} "
+                  f"{generated / int8_s:7.1f} tokens/s (steady {int8_steady:.1f}), ratio {float_s / int8_s:.2f}x")
+        ratio = statistics.median(float_s / int8_s for float_s, (int8_s, *_) in rounds)
+        int8_outs = rounds[-1][1][1]
+        agree = sum(_common_prefix(a.token_ids, b.token_ids) for a, b in zip(outs, int8_outs))
+        print(f"{args.quantization}: {generated / rounds[-1][1][0]:8.1f} output tokens/s (last round); "
+              f"{args.quantization} / {args.dtype}: {ratio:.2f}x (median of {len(rounds)} rounds); greedy tokens "
+              f"before the first difference: {agree} / {generated}")
+
+
+def engine_run(llm, prompts, params, device: str):
+    """One generate over all prompts: (seconds, outputs, steps, steady decode tokens/s)."""
+    before = llm.stats()
+    synchronize(device)
+    start = time.perf_counter()
+    outs = llm.generate(prompts, params)
+    synchronize(device)
+    seconds = time.perf_counter() - start
+    steps = llm.stats()["steps"] - before["steps"]
+    generated = sum(len(o.token_ids) for o in outs)
+    first_token_done = max(o.metrics.first_token_time for o in outs)
+    last_done = max(o.metrics.finished_time for o in outs)
+    return seconds, outs, steps, (generated - len(outs)) / (last_done - first_token_done)
+
+
+def _common_prefix(a: list[int], b: list[int]) -> int:
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return n
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ for the instructions, so ~100 tokens were shared by all trajectories: the engine
 and the same engine measured 4.25x on it against 5.1-5.3x on these prompts.)
 
     python benchmarks/engine_judge.py [--dtype auto|bfloat16] [--quick] [--threads N] [--device cpu|cuda] [--model PATH]
+                                      [--quantization int8] [--rss] [--rss-only]
 
 Prints: judgments/s for the engine and for the baseline (one transformers forward per prompt, same model and
 dtype, on a sample of the prompts) in alternating rounds, and their ratio (the median of the rounds' ratios);
@@ -19,6 +20,14 @@ big matmul; the CPU it ran on (model and vector/matrix flags) and why the engine
 second LLM() start-up (weights already converted and cached); and, where llama-cpp-python is installed and the
 model is a .gguf, llama.cpp on the same prompts (its own prefix reuse between consecutive prompts, same threads).
 Targets: ratio >= 5x, computed fraction <= 0.25, unused slots at peak < 4%.
+
+With --quantization int8 an int8 engine (judge_engine/quantization.py) joins the rounds (float engine, int8 engine,
+baseline, each round): its judgments/s, int8 / float and int8 / baseline (medians of the rounds' ratios), and the
+accuracy cost, max and mean |log-prob int8 - float| over every prompt and choice (target: int8 >= 10 judgments/s
+with the embedded model on 2 cores, >= 1.8x float32). --rss adds, for each engine, the workload in a fresh process
+(after one process that fills the caches): judgments/s (best of --rss-passes, default 2) and the process's peak
+RSS; --rss-only runs just that (for models too big to hold a float engine, an int8 one and transformers in one
+process).
 
 Engine and baseline run in the same process under the same settings: torch threads (default: the cores this
 process may use) and OMP_WAIT_POLICY=PASSIVE unless already set. On a shared machine OpenMP's default busy
@@ -255,8 +264,18 @@ def main() -> None:
     parser.add_argument("--block-size", type=int, default=None, help="KV block size (default: the engine's)")
     parser.add_argument("--rounds", type=int, default=5, help="engine/baseline rounds (the ratio is their median)")
     parser.add_argument("--baseline-sample", type=int, default=None, help="prompts timed for the baseline")
+    parser.add_argument("--quantization", choices=["int8"], default=None,
+                        help="also run an int8 engine in every round, against the float one and the baseline")
+    parser.add_argument("--rss", action="store_true",
+                        help="also measure each engine alone in a fresh process: judgments/s and peak RSS")
+    parser.add_argument("--rss-only", action="store_true", help="only the fresh-process measurements of --rss")
+    parser.add_argument("--rss-passes", type=int, default=2, help="workload passes in each fresh process")
+    parser.add_argument("--save-scores", metavar="PATH", help="write the fresh processes' scores to this JSON file")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    if args.rss_only:
+        print_fresh_process_workloads(args, 6 if args.quick else 24, 6)
+        return
 
     from judge_engine import LLM
     from judge_engine.models.loader import model_folder
@@ -279,13 +298,24 @@ def main() -> None:
     prompts, choices = build_prompts(llm.tokenizer, trajectories, criteria, shared_tokens=650)
     lengths = [len(ids) for ids in prompts]
     llm.score(["warm-up prompt"], choices)
+    quantized = None
+    if args.quantization:
+        LLM(args.model, device=device, quantization=args.quantization)  # first start-up: quantizes once, into the cache
+        start = time.perf_counter()
+        quantized = LLM(args.model, device=device, quantization=args.quantization, **options)
+        quantized_startup_s = time.perf_counter() - start
+        quantized.score(["warm-up prompt"], choices)
     sample = args.baseline_sample or (6 if args.quick else 12)
     baseline = load_baseline(model_folder(llm.model_path), dtype, device)
     # The machine's speed drifts (other tenants): rounds alternate the engine and the baseline, and the ratio is
     # the median of each round's ratio, so that both sides of a ratio ran at about the same time.
     rounds = []
+    quantized_rates = []
     for _ in range(args.rounds):
         engine_s, engine_scores, stats = engine_pass(llm, prompts, choices, device)
+        if quantized is not None:
+            quantized_s, quantized_scores, _ = engine_pass(quantized, prompts, choices, device)
+            quantized_rates.append(len(prompts) / quantized_s)
         base_rate, base_scores = baseline_rate(baseline, device, prompts[:sample], choices, True)
         rounds.append((len(prompts) / engine_s, base_rate))
     plain_rate, _ = baseline_rate(baseline, device, prompts[:max(sample // 2, 1)], choices, False)
@@ -344,6 +374,11 @@ def main() -> None:
     if dtype != torch.float32:
         print(f"{llm.engine.config.dtype} GEMM peak measured {peak / 1e9:.1f} GFLOP/s -> {flops / engine_s / peak:.2f} "
               f"of it end-to-end")
+    if quantized is not None:
+        print_quantized(args, rounds, quantized_rates, engine_scores, quantized_scores, base_scores,
+                        quantized_startup_s)
+    if args.rss:
+        print_fresh_process_workloads(args, trajectories, criteria)
     if llama_rate is None:
         print(f"llama.cpp: skipped ({llama_note})")
     else:
@@ -351,6 +386,77 @@ def main() -> None:
         print(f"llama.cpp: {llama_rate:8.2f} judgments/s ({llama_note}; {args.threads} threads); engine (last round) "
               f"/ llama.cpp: {engine_rate / llama_rate:.2f}x; max |log-prob engine - llama.cpp| {llama_gap:.2e} "
               f"(llama.cpp multiplies the quantized weights as they are)")
+
+
+def print_quantized(args, rounds, quantized_rates, engine_scores, quantized_scores, base_scores,
+                    startup_s: float) -> None:
+    q = args.quantization
+    for index, ((engine_rate, base_rate), rate) in enumerate(zip(rounds, quantized_rates), 1):
+        print(f"round {index}: {q} {rate:6.2f} judgments/s, {q} / {args.dtype} {rate / engine_rate:5.2f}x, "
+              f"{q} / baseline {rate / base_rate:5.2f}x")
+    over_float = statistics.median(rate / engine_rate for (engine_rate, _), rate in zip(rounds, quantized_rates))
+    over_base = statistics.median(rate / base_rate for (_, base_rate), rate in zip(rounds, quantized_rates))
+    gaps = [abs(a - b) for row_f, row_q in zip(engine_scores, quantized_scores) for a, b in zip(row_f, row_q)]
+    to_base = max(abs(a - b) for row_q, row_b in zip(quantized_scores, base_scores) for a, b in zip(row_q, row_b))
+    print(f"{q}:     {quantized_rates[-1]:8.2f} judgments/s (last round; target >= 10 with the embedded model on 2 "
+          f"cores); {q} / {args.dtype} {over_float:.2f}x (target >= 1.8x), {q} / baseline {over_base:.2f}x (medians "
+          f"of {len(rounds)} rounds); second LLM() start-up {startup_s:.2f} s (weights read from the int8 cache)")
+    print(f"{q} accuracy: |log-prob {q} - {args.dtype}| max {max(gaps):.3f}, mean {statistics.mean(gaps):.3f} over "
+          f"{len(gaps)} prompt-choice pairs; max |log-prob {q} - baseline| {to_base:.3f}")
+
+
+def print_fresh_process_workloads(args, trajectories: int, criteria: int) -> None:
+    """Each engine alone in a fresh process: judgments/s and peak RSS, and the int8 accuracy cost."""
+    configs = [(args.dtype, None)] + ([("float32", args.quantization)] if args.quantization else [])
+    results = {}
+    for dtype, quantization in configs:
+        fresh_process_workload(args, dtype, quantization, trajectories, criteria, passes=0)  # fills the caches
+        results[quantization or dtype] = fresh_process_workload(args, dtype, quantization, trajectories, criteria,
+                                                                passes=args.rss_passes)
+    if args.save_scores:
+        import json
+
+        Path(args.save_scores).write_text(json.dumps({name: result["scores"] for name, result in results.items()}))
+    for name, result in results.items():
+        print(f"fresh process, {name}: {result['rate']:.2f} judgments/s (best of {args.rss_passes} passes, "
+              f"{args.threads} threads), "
+              f"peak RSS {result['rss_kb'] / 1024 ** 2:.2f} GiB")
+    if args.quantization:
+        float_scores, int8_scores = results[args.dtype]["scores"], results[args.quantization]["scores"]
+        gaps = [abs(a - b) for row_f, row_q in zip(float_scores, int8_scores) for a, b in zip(row_f, row_q)]
+        rate = results[args.quantization]["rate"] / results[args.dtype]["rate"]
+        print(f"fresh process, {args.quantization} / {args.dtype}: {rate:.2f}x; |log-prob difference| max "
+              f"{max(gaps):.3f}, mean {statistics.mean(gaps):.3f}")
+
+
+def fresh_process_workload(args, dtype: str, quantization: str | None, trajectories: int, criteria: int,
+                           passes: int) -> dict:
+    """The workload in a new interpreter: judgments/s (best of ``passes``), peak RSS and the scores; passes=0 only
+    starts the engine (converting and quantizing into the caches if needed)."""
+    code = f"""
+import json, resource, sys
+sys.path.insert(0, {str(Path(__file__).resolve().parent)!r})
+import torch
+torch.set_num_threads({args.threads})
+from engine_judge import build_prompts, engine_pass
+from judge_engine import LLM
+llm = LLM({args.model!r}, dtype={dtype!r}, quantization={quantization!r})
+if {passes} == 0:
+    print(json.dumps({{}}))
+    sys.exit(0)
+prompts, choices = build_prompts(llm.tokenizer, {trajectories}, {criteria}, shared_tokens=650)
+llm.score(["warm-up prompt"], choices)
+best = None
+for _ in range({passes}):
+    seconds, scores, _ = engine_pass(llm, prompts, choices, "cpu")
+    best = seconds if best is None else min(best, seconds)
+print(json.dumps({{"rate": len(prompts) / best, "rss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+                  "scores": scores}}))
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    import json
+
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """How well each judge method agrees with the hand-labelled sets, leaving each domain out: the README's table.
 
-    python benchmarks/judge_quality.py [--method NAME ...] [--json FILE]
+    python benchmarks/judge_quality.py [--model NAME|PATH] [--method NAME ...] [--json FILE] [--verdict-cache DB]
 
 For every labelled set under examples/labels/ (one domain each: its labels.jsonl, graded with the rubric.yaml
 beside it, or examples/<domain>/rubric.yaml for the two example rubrics), every method of the registry grades
@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import resource
 import sys
 import time
 from pathlib import Path
@@ -24,6 +26,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 LABELS = REPO / "examples" / "labels"
+
+
+def peak_rss_gib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20   # Linux reports KiB
 
 
 def labelled_sets() -> list[tuple[Path, Path]]:
@@ -35,13 +41,18 @@ def labelled_sets() -> list[tuple[Path, Path]]:
     return sets
 
 
-def judge_all(method: str, llm) -> list:
+def judge_all(method: str, llm, model: str | None, cache_path: str | None) -> list:
     from rubrics import judge_eval as je
     from rubrics.judges.embedded import EmbeddedJudge
     from rubrics.judges.methods import IDENTITY
     from rubrics.loading import load_rubric
 
-    judge = EmbeddedJudge(method=method, calibrations={method: IDENTITY}, llm=llm)
+    judge = EmbeddedJudge(model, method=method, calibrations={method: IDENTITY}, llm=llm)
+    if cache_path:   # a rerun (a changed table, another figure) reads the verdicts back instead of judging again
+        from rubrics.judges.cached import CachedJudge
+        from rubrics.judges.verdict_cache import VerdictCache
+
+        judge = CachedJudge(judge, VerdictCache(cache_path))
     judged = []
     for labels, rubric in labelled_sets():
         part, skipped = je.judge_labels(je.load_labels(labels), load_rubric(rubric), judge)
@@ -51,10 +62,10 @@ def judge_all(method: str, llm) -> list:
     return judged
 
 
-def summarise(method: str, llm) -> dict:
+def summarise(method: str, llm, model: str | None, cache_path: str | None) -> dict:
     from rubrics import judge_eval as je
 
-    judged = judge_all(method, llm)
+    judged = judge_all(method, llm, model, cache_path)
     report = je.domain_report(method, judged)
     report["as_shipped"] = je.summary(je.as_shipped(judged, method))
     return report
@@ -93,28 +104,88 @@ def per_domain(reports: dict[str, dict]) -> str:
 
 
 def main() -> None:
+    import torch
+
     from judge_engine import LLM
     from rubrics.judges.embedded import engine_defaults
+    from rubrics.judges.judge_models import default_judge_model
     from rubrics.judges.methods import METHOD_NAMES
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--method", action="append", choices=METHOD_NAMES, help="default: every method")
+    parser.add_argument("--model", help="a catalog name (rubric model list) or a local .gguf / HF folder; default: "
+                                         "the default judge model")
     parser.add_argument("--json", help="also write the full reports here")
+    parser.add_argument("--write-calibration", action="store_true",
+                        help="write each method's fit on every domain into the model's shipped calibration file "
+                             "(rubrics/judges/calibrations/<catalog name>.json, other methods' entries kept) and its "
+                             "held-out figures into rubrics/judges/calibrations/quality.json")
+    parser.add_argument("--verdict-cache", metavar="DB",
+                        help="keep the raw verdicts in this sqlite file, so that a rerun reads them back (its "
+                             "judgments/s then measure the cache, not the model)")
     args = parser.parse_args()
-    llm = LLM(**engine_defaults({}))   # the embedded model as the judge runs it: float32, the product's cache
+    # the judge model as the judge runs it: float32, the product's cache
+    model = args.model or default_judge_model()
+    llm = LLM(**engine_defaults({"model": model}))
     total = sum(1 for labels, _ in labelled_sets() for line in labels.read_text().splitlines() if line.strip())
-    print(f"{len(labelled_sets())} domains, {total} labels, embedded judge model (float32)")
+    print(f"{len(labelled_sets())} domains, {total} labels, judge model {model} "
+          f"({llm.model_path.name}, {llm.dtype}), {torch.get_num_threads()} threads, "
+          f"load average {os.getloadavg()[0]:.1f}")
     reports = {}
     for method in args.method or METHOD_NAMES:
         started = time.perf_counter()
-        reports[method] = summarise(method, llm)
-        print(f"{method}: judged in {time.perf_counter() - started:.0f}s", flush=True)
+        reports[method] = summarise(method, llm, model, args.verdict_cache)
+        seconds = time.perf_counter() - started
+        reports[method]["speed"] = {"seconds": seconds, "judgments_per_second": total / seconds}
+        print(f"{method}: judged in {seconds:.0f}s, {total / seconds:.2f} judgments/s, peak RSS "
+              f"{peak_rss_gib():.2f} GiB, load average {os.getloadavg()[0]:.1f}", flush=True)
     print()
     print(table(reports))
     print()
     print(per_domain(reports))
     if args.json:
         Path(args.json).write_text(json.dumps(reports, indent=1))
+    if args.write_calibration:
+        write_calibration(model, llm, reports)
+
+
+def write_calibration(model: str, llm, reports: dict[str, dict]) -> None:
+    """The fits on every shipped label (in-sample: the only fit a shipped model can have until labels of its own
+    are split off) into the model's calibration file; the held-out figures into quality.json."""
+    from rubrics.judges.calibration_file import CalibrationFile, load_calibration_file
+    from rubrics.judges.embedded import embedded_identity
+    from rubrics.judges.judge_models import CALIBRATIONS, DEFAULT_JUDGE_MODEL, catalog_name_of
+    from rubrics.judges.methods import Calibration
+    from rubrics.judges.quality import QUALITY_FILE, quality_table
+
+    identity = embedded_identity(model, llm)
+    name = catalog_name_of(identity)
+    if name is None:
+        raise SystemExit(f"{model}: not a catalog model; fit its calibration with rubric judge-eval --fit-calibration")
+    path = CALIBRATIONS / f"{name}.json"
+    kept = dict(load_calibration_file(path).calibrations) if path.is_file() else {}
+    fits = {method: Calibration(round(r["in_sample"]["fits"][method]["scale"], 4),
+                                round(r["in_sample"]["fits"][method]["offset"], 4)) for method, r in reports.items()}
+    CalibrationFile(identity, {**kept, **fits}).write(path)
+    table = quality_table() or {"about": "benchmarks/judge_quality.py --write-calibration: balanced accuracy with "
+                                         "the calibration fitted on the other domains (leave one domain out)",
+                                "default": DEFAULT_JUDGE_MODEL, "models": {}}
+    entry = table["models"].setdefault(name, {"methods": {}})
+    for method, report in reports.items():
+        held_out = report["leave_one_domain_out"]["by_difficulty"]
+        entry["methods"][method] = {
+            "clear_balanced_accuracy": held_out["clear"]["balanced_accuracy"],
+            "hard_balanced_accuracy": held_out["hard"]["balanced_accuracy"],
+            "clear_pairs_ranked": report["leave_one_domain_out"]["clear_pairs_ranked"],
+            "brier": held_out["all"]["brier"]}
+    from rubrics.judges.judge_models import JUDGE_MODELS
+
+    best = JUDGE_MODELS[name].method
+    if best in entry["methods"]:
+        entry.update(method=best, **{k: entry["methods"][best][k] for k in
+                                     ("clear_balanced_accuracy", "hard_balanced_accuracy")})
+    QUALITY_FILE.write_text(json.dumps(table, indent=1) + "\n")
+    print(f"wrote {path} and {QUALITY_FILE}")
 
 
 if __name__ == "__main__":

@@ -16,7 +16,9 @@ import os
 os.environ.setdefault("MKL_CBWR", "AUTO,STRICT")
 
 __all__ = ["LLM", "LLMEngine", "SamplingParams", "RequestOutput", "RequestMetrics", "ScoreError",
-           "Scored", "TokenUsage", "EngineConfig"]
+           "Scored", "TokenUsage", "EngineConfig", "catalog_models", "find_model", "CatalogModel", "CatalogError",
+           "ModelFetchError", "PullProgress", "DEFAULT_MODEL", "pull_model", "model_is_pulled", "model_identity",
+           "resolve_model_path"]
 
 _EXPORTS = {
     "LLM": "judge_engine.llm",
@@ -28,6 +30,18 @@ _EXPORTS = {
     "Scored": "judge_engine.outputs",
     "TokenUsage": "judge_engine.outputs",
     "EngineConfig": "judge_engine.config",
+    # the model catalog and the weights' identity: what an application asks of models without loading one
+    "catalog_models": "judge_engine.catalog",
+    "find_model": "judge_engine.catalog",
+    "CatalogModel": "judge_engine.catalog",
+    "CatalogError": "judge_engine.catalog",
+    "DEFAULT_MODEL": "judge_engine.catalog",
+    "ModelFetchError": "judge_engine.catalog.pull",
+    "PullProgress": "judge_engine.catalog.pull",
+    "pull_model": "judge_engine.weights",
+    "model_is_pulled": "judge_engine.weights",
+    "model_identity": "judge_engine.weights",
+    "resolve_model_path": "judge_engine.weights",
 }
 
 

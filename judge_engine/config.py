@@ -39,14 +39,23 @@ class EngineConfig:
     max_model_len: int | None = None  # None: the model's max_position_embeddings
     # where the embedded model and GGUF conversions are kept; None: $JUDGE_ENGINE_CACHE or ~/.cache/judge_engine
     cache_dir: str | Path | None = None
+    # None: float linear maps; "int8": W8A8 linear maps on the CPU (judge_engine/quantization.py), activations float32
+    quantization: str | None = None
     dtype_reason: str = field(init=False, default="")  # why the engine computes in `dtype`
 
     def __post_init__(self) -> None:
         requested = None if self.dtype in (None, "auto") else _normalise_dtype(self.dtype)
         if not (self.device == "cpu" or self.device.startswith("cuda")):
             raise EngineConfigError(f"device: expected 'cpu' or 'cuda[:N]', got {self.device!r}")
-        choice = resolve_dtype(requested, self.device)
-        self.dtype, self.dtype_reason = choice.dtype, choice.reason
+        if self.quantization in ("none", ""):
+            self.quantization = None
+        if self.quantization is not None:
+            _check_quantization(self.quantization, requested, self.device)
+            # the int8 products' inputs and outputs, attention, norms and the residual stream are float32
+            self.dtype, self.dtype_reason = "float32", "int8 linear maps keep activations in float32"
+        else:
+            choice = resolve_dtype(requested, self.device)
+            self.dtype, self.dtype_reason = choice.dtype, choice.reason
         if self.block_size is None:
             self.block_size = DEFAULT_BLOCK_SIZE["cpu" if self.device == "cpu" else "cuda"]
         _require_positive_int("block_size", self.block_size)
@@ -80,6 +89,17 @@ def _normalise_dtype(dtype) -> str:
     if text not in SUPPORTED_DTYPES:
         raise EngineConfigError(f"dtype: expected one of {SUPPORTED_DTYPES} or 'auto', got {dtype!r}")
     return text
+
+
+def _check_quantization(quantization, dtype: str | None, device: str) -> None:
+    from judge_engine.quantization import QUANTIZATIONS
+
+    if quantization not in QUANTIZATIONS:
+        raise EngineConfigError(f"quantization: expected None or one of {QUANTIZATIONS}, got {quantization!r}")
+    if device != "cpu":
+        raise EngineConfigError(f"quantization: {quantization!r} runs on the CPU only, got device {device!r}")
+    if dtype not in (None, "float32"):
+        raise EngineConfigError(f"quantization: {quantization!r} computes activations in float32, got dtype {dtype!r}")
 
 
 def _require_positive_int(name: str, value) -> None:

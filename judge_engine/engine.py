@@ -38,8 +38,8 @@ class LLMEngine:
         self.model_path = resolve_model_path(config.model, config.cache_dir)
         self.model, self.spec = load_model(self.model_path, config.torch_dtype, self.device,
                                            cache_dir=config.cache_dir, max_model_len=config.max_model_len,
-                                           **_backend_option(config))
-        self.tokenizer = load_tokenizer(self.model_path)
+                                           quantization=config.quantization, **_backend_option(config))
+        self.tokenizer = load_tokenizer(self.model_path, config.cache_dir)
         self.max_model_len = min(config.max_model_len or self.spec.max_position_embeddings,
                                  self.spec.max_position_embeddings)
         num_blocks = self._size_kv_cache()

@@ -58,7 +58,8 @@ class LLM:
         options: the fields of EngineConfig (dtype: None or "auto" picks what is fast on this hardware, else
         "float32" or "bfloat16"; device, block_size, max_num_seqs, max_num_batched_tokens, kv_cache_bytes,
         enable_prefix_caching, attention_backend, gpu_memory_utilization, max_model_len; cache_dir: where the
-        embedded model and GGUF conversions are kept, default $JUDGE_ENGINE_CACHE or ~/.cache/judge_engine)."""
+        embedded model and GGUF conversions are kept, default $JUDGE_ENGINE_CACHE or ~/.cache/judge_engine;
+        quantization: None, or "int8" for int8 linear maps on the CPU, quantized once into cache_dir)."""
         self.engine = LLMEngine(EngineConfig(model=model, **options))
         self._ids = itertools.count()
         self._sharing = StepSharing(self.engine)
@@ -75,6 +76,11 @@ class LLM:
     def dtype(self) -> str:
         """The weights' and activations' dtype ("float32" or "bfloat16")."""
         return self.engine.config.dtype
+
+    @property
+    def quantization(self) -> str | None:
+        """None (float linear maps) or "int8" (int8 linear maps, float32 activations)."""
+        return self.engine.config.quantization
 
     @property
     def device(self) -> str:

@@ -5,11 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 
-def load_tokenizer(path: str | Path):
-    """Tokenizer of an HF folder, or of a .gguf file (read from its converted folder, converting it if needed)."""
+def load_tokenizer(path: str | Path, cache_dir: str | Path | None = None):
+    """Tokenizer of an HF folder, or of a .gguf file (read from its converted folder under ``cache_dir``, the one
+    the weights were converted into; None: the engine's cache)."""
     from judge_engine.models.loader import model_folder
 
-    folder = model_folder(path)
+    folder = model_folder(path, cache_dir)
     try:
         if (folder / "tokenizer.json").is_file():
             # The generic fast class reads tokenizer.json directly; AutoTokenizer would first index every

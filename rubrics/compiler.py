@@ -60,7 +60,7 @@ class Plan:
             if selector not in blocks:
                 selection = select(trajectory, selector)
                 text = selection.text if not selection.missing else f"[missing: {selection.missing}]"
-                blocks[selector] = EvidenceBlock(selector, text)
+                blocks[selector] = EvidenceBlock(selector, text, selection.missing)
             return blocks[selector]
 
         def context(selectors: tuple[str, ...]) -> JudgeContext:

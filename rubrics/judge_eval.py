@@ -43,6 +43,8 @@ class Judged:
     probability: float | None
     error: str | None
     members: tuple[MemberVerdict, ...] = ()   # a panel judge's members' verdicts
+    # unmet without asking the judge (no evidence at all): probability 0, and no raw score for a calibration fit
+    no_evidence: bool = False
 
     @property
     def item_id(self) -> str:
@@ -152,6 +154,9 @@ def judge_labels(labels: Sequence[Label], rubric: Any, judge: Any) -> tuple[list
         item = by_key[label.trajectory_key].get(label.item_id)
         if item is None or item.method != "judge":
             skipped.append(f"{label.source}: {label.item_id!r} is not a judge item of rubric {rubric.id}")
+            continue
+        if item.status == "unmet" and item.probability is None:   # decided without the judge: nothing to judge
+            judged.append(Judged(label, 0.0, None, no_evidence=True))
             continue
         judged.append(Judged(label, item.probability, item.error if item.status == "error" else None,
                              tuple(item.members or ())))
@@ -276,7 +281,7 @@ def fit_calibration(judged: Sequence[Judged]) -> Calibration:
     from judgments made with the identity calibration."""
     from rubrics.judges.logistic import fit_logistic, logit
 
-    scored = [j for j in judged if j.probability is not None]
+    scored = [j for j in judged if j.probability is not None and not j.no_evidence]
     if not scored:
         raise ValueError("no judged labels to fit a calibration on")
     return Calibration(*fit_logistic([logit(j.probability) for j in scored], [j.label.met for j in scored]))
@@ -286,8 +291,8 @@ def recalibrated(judged: Sequence[Judged], calibration: Calibration) -> list[Jud
     """The judgments (made with the identity calibration) with probabilities calibration.probability(raw)."""
     from rubrics.judges.logistic import logit
 
-    return [j if j.probability is None else replace(j, probability=calibration.probability(logit(j.probability)))
-            for j in judged]
+    return [j if j.probability is None or j.no_evidence
+            else replace(j, probability=calibration.probability(logit(j.probability))) for j in judged]
 
 
 def calibrate(judged: Sequence[Judged]) -> tuple[list[Judged], Calibration]:

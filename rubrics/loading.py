@@ -21,6 +21,7 @@ except ImportError:   # PyYAML built without libyaml
     CParser = None
 
 MAX_DEPTH = 100
+MAX_RUBRIC_FILE_BYTES = 64 << 20   # a rubric is a few KB; a larger file is refused before it is read
 PLAIN_COLLECTION_TAGS = ("tag:yaml.org,2002:map", "tag:yaml.org,2002:seq")
 # Aliases may repeat at most this many nodes, or ALIAS_NODES_PER_WRITTEN_NODE per node written in the file,
 # whichever is more: a "billion laughs" file of a few hundred bytes nests aliases of aliases and would
@@ -237,9 +238,11 @@ def read_rubric(src) -> tuple[object, SourceMap, list[Problem], str]:
     if isinstance(src, dict):
         return src, SourceMap(), [], "<dict>"
     if isinstance(src, Path) or (isinstance(src, str) and _looks_like_path(src)):
+        from rubrics.input_files import read_input_file
+
         path = Path(src)
         try:
-            raw = path.read_bytes()
+            raw = read_input_file(path, MAX_RUBRIC_FILE_BYTES)   # a regular file only: never a FIFO or a device
         except OSError as exc:
             return None, SourceMap(), [Problem("", 1, 1, ERROR, f"cannot read the file: {exc}", "io-error")], str(src)
         try:

@@ -68,6 +68,14 @@ def judge_item_result(step: JudgeStep, verdict: Verdict) -> ItemResult:
                       uncertain=in_band(verdict.probability, step.uncertain), members=list(verdict.members) or None)
 
 
+def no_evidence_result(step: JudgeStep, missing: str) -> ItemResult:
+    """A judge item with nothing to judge (every evidence selector found nothing): unmet without asking the judge,
+    as a code check is when its data is missing. A penalty is then not applied; a gate fails."""
+    item = step.item
+    return ItemResult(id=item.id, kind=item.kind, text=item.label or None, points=item.points, method="judge",
+                      tags=list(item.tags), status="unmet", evidence=f"no evidence to judge ({missing})")
+
+
 def outcome(item: ItemResult) -> Outcome:
     """An evaluated item for the maths: a judge item is met with its probability (at its status when the
     verdict has none), a code check at its status."""
@@ -194,7 +202,8 @@ class JudgeChoice:
 
 @dataclass
 class Prepared:
-    """A job with its code checks run and its judge requests built, waiting for verdicts."""
+    """A job with its code checks run and its judge requests built, waiting for verdicts. `code` holds the items
+    decided without the judge: code checks, and judge items with no evidence at all."""
     job: Job
     judge: Judge | None
     code: dict[str, ItemResult]
@@ -210,7 +219,13 @@ def prepare(job: Job, judge: Judge | None) -> Prepared:
         return Prepared(job, None, {}, [])
     plan, trajectory = job.plan, job.trajectory
     code = {s.item.id: run_code_step(s, trajectory) for s in plan.steps if isinstance(s, CodeStep)}
-    requests = plan.judge_requests(trajectory)
+    requests = []
+    steps = {s.item.id: s for s in plan.judge_steps}
+    for request in plan.judge_requests(trajectory):
+        if request.context.missing:
+            code[request.item.id] = no_evidence_result(steps[request.item.id], request.context.missing)
+        else:
+            requests.append(request)
     return Prepared(job, judge, code, requests)
 
 
@@ -221,7 +236,7 @@ def finish(prepared: Prepared, verdicts: Sequence[Verdict], reward: Reward = "ha
         return failed_result(job.plan, job.trajectory, reward)
     plan = job.plan
     judged = {request.item.id: verdict for request, verdict in zip(prepared.requests, verdicts, strict=True)}
-    items = [prepared.code[s.item.id] if isinstance(s, CodeStep) else judge_item_result(s, judged[s.item.id])
+    items = [prepared.code[s.item.id] if s.item.id in prepared.code else judge_item_result(s, judged[s.item.id])
              for s in plan.steps]
     usages = [v.usage for v in judged.values() if v.usage is not None]
     judge = prepared.judge

@@ -489,12 +489,22 @@ def _is_trajectory_array(text: str, spans: list[tuple[int, int]]) -> bool:
 
 
 def iter_trajectory_file(path: str | Path) -> Iterator[Trajectory | TrajectoryLoadError]:
-    """Yields every trajectory of a .json or .jsonl file; a bad entry is yielded as a TrajectoryLoadError."""
+    """Yields every trajectory of a .json or .jsonl file; a bad entry is yielded as a TrajectoryLoadError. Only a
+    regular file is read (a device or a FIFO is a TrajectoryLoadError: rubrics.input_files)."""
+    from rubrics.input_files import check_input_file, read_input_file
+
     path = Path(path)
+    zipped = path.suffix.lower() == ".eval"   # a zip, read member by member: never read whole into memory
     try:
-        data = path.read_bytes().removeprefix(b"\xef\xbb\xbf")   # a UTF-8 byte order mark is not content
+        if zipped:
+            check_input_file(path)
+        else:
+            data = read_input_file(path).removeprefix(b"\xef\xbb\xbf")   # a UTF-8 byte order mark is no content
     except (OSError, ValueError) as error:  # ValueError: a NUL in the path
         yield TrajectoryLoadError(str(path), f"cannot read: {error}")
+        return
+    if zipped:
+        yield from _adapter_file(path)
         return
     if not data.strip():
         yield TrajectoryLoadError(f"{path}:1", "empty file")

@@ -17,11 +17,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from judge_engine.models import row_tiles
 from judge_engine.models.config import (LlamaFamilyConfig, ModelConfigError, attention_heads, checked_architecture,
                                         eos_and_bos, read_field, rope_settings)
 from judge_engine.models.elementwise import apply_blockwise
 from judge_engine.models.llama import KeptRows, LlamaAttention, LlamaForCausalLM, LlamaMLP, _empty
+from judge_engine.models.int8 import linear
 
 # config.json hidden_activation -> F.gelu's approximate
 GELU_APPROXIMATIONS = {"gelu_pytorch_tanh": "tanh", "gelu": "none"}
@@ -113,7 +113,7 @@ class GeGLU(LlamaMLP):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         gate, up = self.gate_up(x)
         activated = apply_blockwise(lambda t: F.gelu(t, approximate=self.approximate), gate)
-        return row_tiles.linear(activated.mul_(up), self.down_weight, self.down_bias)
+        return linear(activated.mul_(up), self.down_weight, self.down_bias)
 
 
 class Gemma2DecoderLayer(nn.Module):

@@ -14,6 +14,7 @@ import shutil
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -87,53 +88,123 @@ def _make_readable(folder: Path) -> None:
 
 
 def convert_gguf(gguf_path: Path, folder: Path) -> None:
-    """Write config.json, generation_config.json, model.safetensors and the tokenizer files into ``folder``."""
+    """Write config.json, generation_config.json, model.safetensors and the tokenizer files into ``folder``.
+
+    The tokenizer is converted in a child process while the tensors are dequantized (transformers parses the whole
+    GGUF vocabulary again: on a 150k-token model that takes as long as the weights), and the tensors are written one
+    at a time, so converting needs the memory of the largest tensor, not of the whole float32 model."""
     from gguf import GGUFReader
-    from safetensors.torch import save_file
 
     reader = GGUFReader(str(gguf_path))
-    metadata = {
-        name: field.contents() for name, field in reader.fields.items() if not name.startswith("tokenizer.ggml.")
-    }
-    for name in ("tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id", "tokenizer.ggml.padding_token_id"):
-        if name in reader.fields:
-            metadata[name] = reader.fields[name].contents()
-    tensors = dequantized_tensors(reader, metadata, str(gguf_path))
-    rope_factors = tensors.pop(ROPE_FACTORS, None)
-    config = hf_config(metadata, tensors, str(gguf_path), rope_factors)
-    save_file(tensors, str(folder / "model.safetensors"), metadata={"format": "pt"})
-    (folder / "config.json").write_text(json.dumps(config, indent=2))
-    generation = {key: config[key] for key in ("bos_token_id", "eos_token_id", "pad_token_id") if key in config}
-    (folder / "generation_config.json").write_text(json.dumps(generation, indent=2))
-    if "tokenizer.ggml.tokens" in reader.fields:
-        del reader  # the tokenizer conversion opens the file again
-        _save_tokenizer(gguf_path, folder)
+    tokenizer = _start_tokenizer_conversion(gguf_path, folder) if "tokenizer.ggml.tokens" in reader.fields else None
+    try:
+        metadata = {
+            name: field.contents() for name, field in reader.fields.items() if not name.startswith("tokenizer.ggml.")
+        }
+        for name in ("tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id", "tokenizer.ggml.padding_token_id"):
+            if name in reader.fields:
+                metadata[name] = reader.fields[name].contents()
+        planned = planned_tensors(reader, metadata, str(gguf_path))
+        rope = next((p for p in planned if p.name == ROPE_FACTORS), None)
+        rope_factors = torch.from_numpy(rope.values()) if rope is not None else None
+        planned = [p for p in planned if p.name != ROPE_FACTORS]
+        shapes = {p.name: torch.empty(p.shape, device="meta") for p in planned}
+        config = hf_config(metadata, shapes, str(gguf_path), rope_factors)
+        write_safetensors(folder / "model.safetensors", planned)
+        (folder / "config.json").write_text(json.dumps(config, indent=2))
+        generation = {key: config[key] for key in ("bos_token_id", "eos_token_id", "pad_token_id") if key in config}
+        (folder / "generation_config.json").write_text(json.dumps(generation, indent=2))
+    except BaseException:
+        if tokenizer is not None:
+            tokenizer.kill()
+            tokenizer.wait()
+        raise
+    if tokenizer is not None:
+        _finish_tokenizer_conversion(tokenizer, gguf_path)
 
 
-def dequantized_tensors(reader, metadata: dict[str, Any], source: str) -> dict[str, torch.Tensor]:
-    """float32 tensors under HF names, with llama.cpp's Q/K row permutation undone where it applies."""
-    from gguf import GGMLQuantizationType, dequantize
+@dataclass
+class PlannedTensor:
+    """A GGUF tensor under its HF name and shape, dequantized (float32, Q/K rows unpermuted) when asked."""
+    name: str
+    shape: list[int]
+    source: Any          # the gguf ReaderTensor
+    unpermute_heads: int = 0
+    where: str = ""
 
+    def values(self) -> np.ndarray:
+        from gguf import GGMLQuantizationType, dequantize
+
+        try:
+            values = dequantize(self.source.data, GGMLQuantizationType(self.source.tensor_type))
+        except NotImplementedError as error:
+            raise GGUFConversionError(f"{self.where}: tensor {self.source.name}: {error}") from None
+        values = np.array(values, dtype=np.float32, order="C").reshape(self.shape)  # a writable copy of the mmap
+        return unpermute_rows(values, self.unpermute_heads) if self.unpermute_heads else values
+
+
+def planned_tensors(reader, metadata: dict[str, Any], source: str) -> list[PlannedTensor]:
+    """Every tensor of the file under its HF name, not yet dequantized."""
     layout = _layout(metadata, source)
     architecture, permuted = layout.gguf_architecture, layout.permuted_qk
     num_heads = int(metadata[f"{architecture}.attention.head_count"])
     num_kv_heads = int(metadata.get(f"{architecture}.attention.head_count_kv", num_heads))
-    tensors: dict[str, torch.Tensor] = {}
+    planned = []
     for tensor in reader.tensors:
         # rope_freqs (Llama 3 RoPE scaling factors) has no HF counterpart; hf_config turns it into rope_scaling
         name = tensor.name if tensor.name == ROPE_FACTORS else hf_tensor_name(tensor.name, source, layout)
-        try:
-            values = dequantize(tensor.data, GGMLQuantizationType(tensor.tensor_type))
-        except NotImplementedError as error:
-            raise GGUFConversionError(f"{source}: tensor {tensor.name}: {error}") from None
         shape = [int(n) for n in reversed(tensor.shape.tolist())]  # GGUF lists the fastest dimension first
-        values = np.array(values, dtype=np.float32, order="C").reshape(shape)  # a writable copy of the mmap
+        heads = 0
         if permuted and tensor.name.endswith(("attn_q.weight", "attn_q.bias")):
-            values = unpermute_rows(values, num_heads)
+            heads = num_heads
         elif permuted and tensor.name.endswith(("attn_k.weight", "attn_k.bias")):
-            values = unpermute_rows(values, num_kv_heads)
-        tensors[name] = torch.from_numpy(values)
-    return tensors
+            heads = num_kv_heads
+        planned.append(PlannedTensor(name, shape, tensor, heads, source))
+    return planned
+
+
+def dequantized_tensors(reader, metadata: dict[str, Any], source: str) -> dict[str, torch.Tensor]:
+    """float32 tensors under HF names, with llama.cpp's Q/K row permutation undone where it applies."""
+    return {p.name: torch.from_numpy(p.values()) for p in planned_tensors(reader, metadata, source)}
+
+
+def write_safetensors(path: Path, planned: list[PlannedTensor]) -> None:
+    """The safetensors format written tensor by tensor: a little-endian u64 header length, the JSON header (names,
+    F32, shapes, byte offsets; padded to 8 bytes), then each tensor's bytes in header order."""
+    header: dict[str, Any] = {"__metadata__": {"format": "pt"}}
+    offset = 0
+    for p in planned:
+        size = 4 * int(np.prod(p.shape, dtype=np.int64))
+        header[p.name] = {"dtype": "F32", "shape": p.shape, "data_offsets": [offset, offset + size]}
+        offset += size
+    encoded = json.dumps(header, separators=(",", ":")).encode()
+    encoded += b" " * (-len(encoded) % 8)
+    with path.open("wb") as out:
+        out.write(len(encoded).to_bytes(8, "little"))
+        out.write(encoded)
+        for p in planned:
+            values = p.values()
+            if values.dtype.byteorder == ">":
+                values = values.byteswap()
+            out.write(memoryview(np.ascontiguousarray(values)).cast("B"))
+
+
+def _start_tokenizer_conversion(gguf_path: Path, folder: Path):
+    import subprocess
+
+    code = ("import sys; from pathlib import Path; from judge_engine.models.gguf import _save_tokenizer; "
+            "_save_tokenizer(Path(sys.argv[1]), Path(sys.argv[2]))")
+    package_root = str(Path(__file__).resolve().parents[2])   # this judge_engine, however the parent found it
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))}
+    return subprocess.Popen([sys.executable, "-c", code, str(gguf_path), str(folder)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, env=env)
+
+
+def _finish_tokenizer_conversion(process, gguf_path: Path) -> None:
+    _, errors = process.communicate()
+    if process.returncode != 0:
+        detail = " | ".join((errors or "").strip().splitlines()[-3:])
+        raise GGUFConversionError(f"{gguf_path}: the tokenizer could not be converted: {detail}")
 
 
 def unpermute_rows(weight: np.ndarray, num_heads: int) -> np.ndarray:

@@ -19,6 +19,7 @@ from judge_engine.attention.metadata import AttentionMetadata
 from judge_engine.models.config import LlamaFamilyConfig
 from judge_engine.models import row_tiles
 from judge_engine.models.elementwise import silu_and_mul_
+from judge_engine.models.int8 import linear
 from judge_engine.models.merged_linear import MergedLinear
 from judge_engine.models.rope import apply_rotary, inverse_frequencies, rotary_cos_sin, rotary_scaling
 
@@ -96,7 +97,7 @@ class LlamaAttention(nn.Module):
         if self.softcap is not None:
             options["softcap"] = self.softcap
         out = backend.paged_attention(q, k_cache, v_cache, meta if keep is None else keep.meta, self.scale, **options)
-        return row_tiles.linear(out.reshape(q.shape[0], self.num_heads * self.head_dim), self.o_weight, self.o_bias)
+        return linear(out.reshape(q.shape[0], self.num_heads * self.head_dim), self.o_weight, self.o_bias)
 
 
 class LlamaMLP(nn.Module):
@@ -109,7 +110,7 @@ class LlamaMLP(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         gate, up = self.gate_up(x)
-        return row_tiles.linear(silu_and_mul_(gate, up), self.down_weight, self.down_bias)
+        return linear(silu_and_mul_(gate, up), self.down_weight, self.down_bias)
 
 
 class LlamaDecoderLayer(nn.Module):
@@ -152,6 +153,10 @@ class LlamaForCausalLM(nn.Module):
         self.norm = _empty(config.hidden_size, dtype=dtype)
         untied = not config.tie_word_embeddings
         self.lm_head = _empty(config.vocab_size, config.hidden_size, dtype=dtype) if untied else None
+        # set by judge_engine/quantization.py: the LM head's int8 weight (the tied embeddings stay float for lookups),
+        # and False once no product needs the flat batch padded to row tiles
+        self.logits_head: nn.Module | None = None
+        self.pads_row_tiles = True
         inv_freq = inverse_frequencies(config.head_dim, config.rope_theta, config.rope_scaling)
         self.register_buffer("inv_freq", inv_freq.to(self.norm.device), persistent=False)
         self.rotary_scaling = rotary_scaling(config.rope_scaling)
@@ -183,7 +188,8 @@ class LlamaForCausalLM(nn.Module):
         keep = None
         if output_rows is not None and output_rows.numel() < count:  # else every row is read (decode)
             keep = KeptRows(output_rows, meta.for_rows(output_rows, positions))
-        input_ids, positions, meta = _pad_to_row_tiles(input_ids, positions, meta)
+        if self.pads_row_tiles:
+            input_ids, positions, meta = _pad_to_row_tiles(input_ids, positions, meta)
         x = self.embed(input_ids)
         cos, sin = rotary_cos_sin(positions, self.inv_freq, x.dtype, self.rotary_scaling)
         last = len(self.layers) - 1
@@ -197,7 +203,9 @@ class LlamaForCausalLM(nn.Module):
 
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         weight = self.embed_tokens if self.lm_head is None else self.lm_head
-        return row_tiles.linear(hidden, weight).float()
+        if self.logits_head is not None:
+            weight = self.logits_head
+        return linear(hidden, weight).float()
 
     def load_weights(self, tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
         """Fill the parameters from HF-named checkpoint tensors; raises if any stays unset.

@@ -71,11 +71,13 @@ def load_model(
     attention_backend: str | None = None,
     cache_dir: str | Path | None = None,
     max_model_len: int | None = None,
+    quantization: str | None = None,
 ) -> tuple[nn.Module, ModelSpec]:
     """Build the model on ``device`` in ``dtype`` and fill it from the checkpoint (a .gguf is converted once, into
     ``cache_dir``). The registry (models/registry.py) names the config and model classes of its architecture.
     ``max_model_len`` below config.json's context: the model is built for that context (``config.serving``; it
-    picks Phi-3's long-rope factors), and the spec reports it."""
+    picks Phi-3's long-rope factors), and the spec reports it. ``quantization`` "int8": the linear maps run int8
+    (judge_engine/quantization.py), their weights read from its disk cache or quantized into it now."""
     device = torch.device(device)
     folder = model_folder(path, cache_dir)
     raw, source = read_config_json(folder)
@@ -86,8 +88,14 @@ def load_model(
     model_class = family.load_model_class()
     with torch.device(device):
         model = model_class(config, dtype=dtype, attention_backend=get_backend(device, attention_backend))
+    if quantization is not None:
+        from judge_engine import quantization as quantizer
+
+        quantizer.prepare_for_quantization(model)
     with torch.no_grad():
         model.load_weights(iter_safetensors(folder))
+        if quantization is not None:
+            model.quantized_from = quantizer.quantize_model(model, folder, cache_dir)  # "cache" or "built"
     return model.eval(), ModelSpec.from_config(config)
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from judge_engine.models import row_tiles
+from judge_engine.models.int8 import linear
 
 
 class MergedLinear(nn.Module):
@@ -77,8 +77,26 @@ class MergedLinear(nn.Module):
 
     def forward(self, x: torch.Tensor) -> list[torch.Tensor]:
         if self.fused_weight is not None:
-            return list(row_tiles.linear(x, self.fused_weight, self.fused_bias).split(self.out_sizes, dim=-1))
-        return [row_tiles.linear(x, w, b) for w, b in zip(self.part_weights, self.part_biases)]
+            return list(linear(x, self.fused_weight, self.fused_bias).split(self.out_sizes, dim=-1))
+        return [linear(x, w, b) for w, b in zip(self.part_weights, self.part_biases)]
+
+    def merged_weight(self) -> torch.Tensor:
+        """The loaded weight of all parts, rows in part order (the fused weight, or the parts concatenated)."""
+        if self.fused_weight is not None:
+            return self.fused_weight
+        return torch.cat(self.part_weights)
+
+    def use_weight(self, weight: nn.Module) -> None:
+        """Run as one product with ``weight`` (judge_engine/quantization.py's Int8Weight of merged_weight()); the
+        float weights are dropped, the biases kept (fused)."""
+        bias = None
+        if self.has_bias:
+            bias = self.fused_bias if self.fused_bias is not None else torch.cat(self.part_biases)
+        for name in list(self._parameters):
+            del self._parameters[name]
+        self.part_weights = self.part_biases = None
+        self.fused_weight = weight
+        self.fused_bias = None if bias is None else self._register("bias", bias)
 
     def _converted(self, tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
         if tensor.dtype == self.dtype and tensor.device == device:

@@ -13,7 +13,8 @@ premise on the machine that runs the tests).
 The tile is the trade-off between a prefill step (thousands of rows: 32-row tiles in one batched call cost
 about 5-10% over one plain call) and a decode step (a few rows padded to a tile); benchmarks/engine_judge.py
 and engine_generate.py measure both end to end. On CUDA products run as they are: the GPU path makes no
-bit-exact promise.
+bit-exact promise. With int8 linear maps (judge_engine/quantization.py) the integer products are exact whatever
+the rows, so only the float products left (the LM head) use tiles, and the flat batch is not padded to them.
 """
 
 from __future__ import annotations

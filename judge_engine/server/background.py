@@ -21,15 +21,22 @@ def free_port(host: str = "127.0.0.1") -> int:
 class BackgroundServer:
     """`with BackgroundServer(app) as server: httpx.get(server.url + "/v1/models")`."""
 
-    def __init__(self, app: Any, host: str = "127.0.0.1", port: int | None = None, startup_timeout_s: float = 30.0):
+    def __init__(self, app: Any, host: str = "127.0.0.1", port: int | None = None, startup_timeout_s: float = 30.0,
+                 limits: Any = None):
+        """limits: a judge_engine.server.connections.ConnectionLimits to serve under, as `rubric serve` does
+        (timeouts, connection caps); None: plain uvicorn."""
         import uvicorn
 
         self.host = host
         self.port = port or free_port(host)
         # A short graceful-shutdown window: a test's hanging handler must not keep the thread alive.
-        config = uvicorn.Config(
-            app, host=self.host, port=self.port, log_level="warning", lifespan="auto", timeout_graceful_shutdown=2
-        )
+        options = dict(log_level="warning", lifespan="auto", timeout_graceful_shutdown=2)
+        if limits is not None:
+            from judge_engine.server.connections import uvicorn_config
+
+            config = uvicorn_config(app, self.host, self.port, limits, **options)
+        else:
+            config = uvicorn.Config(app, host=self.host, port=self.port, **options)
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._server.run, name=f"uvicorn:{self.port}", daemon=True)
         self._startup_timeout_s = startup_timeout_s

@@ -9,6 +9,7 @@ with special tokens parsed and each content with special-token parsing off (spli
 
 from __future__ import annotations
 
+import re
 import uuid
 from typing import Any
 
@@ -25,6 +26,17 @@ def encode_content(tokenizer: Any, text: str) -> list[int]:
     if not text:
         return []
     return list(tokenizer(text, add_special_tokens=False, split_special_tokens=True)["input_ids"])
+
+
+def _encode_many(tokenizer: Any, texts: list[str], **options: Any) -> list[list[int]]:
+    """Each text's ids, in one batch call of the tokenizer (an empty text: no ids)."""
+    wanted = [i for i, text in enumerate(texts) if text]
+    ids: list[list[int]] = [[] for _ in texts]
+    if wanted:
+        encoded = tokenizer([texts[i] for i in wanted], add_special_tokens=False, **options)["input_ids"]
+        for i, row in zip(wanted, encoded):
+            ids[i] = list(row)
+    return ids
 
 
 def special_token_strings(tokenizer: Any) -> list[str]:
@@ -52,15 +64,33 @@ def encode_chat(tokenizer: Any, messages: list[dict[str, str]]) -> list[int]:
 
 
 def encode_chat_segments(tokenizer: Any, messages: list[dict[str, str]]) -> list[int]:
-    """The template's pieces with special tokens parsed, every message content with them off."""
+    """The template's pieces with special tokens parsed, every message content with them off.
+
+    Linear in the rendered text and the number of messages: the sentinels are found in one regex pass (each must
+    appear exactly once, in message order), the pieces are slices, and the template's pieces and the contents
+    are each tokenized in one batch call."""
     tag = uuid.uuid4().hex[:8]
     sentinels = [f"QQ{tag}M{i}QQ" for i in range(len(messages))]
     rendered = render(tokenizer, [{**message, "content": s} for message, s in zip(messages, sentinels)])
+    found = [(int(match.group(1)), match.start(), match.end())
+             for match in re.finditer(f"QQ{tag}M([0-9]+)QQ", rendered)]
+    for expected, (index, _, _) in enumerate(found):
+        if index != expected:
+            break
+    else:
+        expected = len(found)
+    if expected < len(messages) or len(found) != len(messages):
+        missing = messages[min(expected, len(messages) - 1)]
+        raise ChatTemplateError(f"the chat template does not render a {missing['role']!r} message's content")
+    pieces, start = [], 0
+    for _, begin, end in found:
+        pieces.append(rendered[start:begin])
+        start = end
+    pieces.append(rendered[start:])
+    template_ids = _encode_many(tokenizer, pieces)
+    content_ids = _encode_many(tokenizer, [message["content"] for message in messages], split_special_tokens=True)
     ids: list[int] = []
-    for message, sentinel in zip(messages, sentinels):
-        if rendered.count(sentinel) != 1:
-            raise ChatTemplateError(f"the chat template does not render a {message['role']!r} message's content")
-        before, rendered = rendered.split(sentinel)
-        ids += encode_template_text(tokenizer, before)
-        ids += encode_content(tokenizer, message["content"])
-    return ids + encode_template_text(tokenizer, rendered)
+    for piece, content in zip(template_ids, content_ids):
+        ids += piece
+        ids += content
+    return ids + template_ids[-1]

@@ -10,13 +10,16 @@ import time
 import uuid
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_serializer
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationInfo, field_validator, model_serializer
 
 from judge_engine.sampler import SEED_MAX, SEED_MIN
 
 MAX_TOP_LOGPROBS = 20
 # choices per request (and best_of candidates): they share the prompt's KV blocks, but each decodes on its own
 MAX_CHOICES = 16
+# messages per chat request: each costs template work and at least one token, and a judge sends a handful; a
+# body of tens of thousands of empty messages would otherwise hold a tokenizer worker for a long time
+MAX_CHAT_MESSAGES = 2048
 
 
 class OpenAIRequest(BaseModel):
@@ -57,7 +60,8 @@ class OpenAIRequest(BaseModel):
 
 
 class CompletionRequest(OpenAIRequest):
-    prompt: str | list[int] = Field(..., description="one prompt: text, or token ids")
+    prompt: str | list[StrictInt] = Field(..., description="one prompt: text, or token ids (integers: true is no "
+                                                            "token id)")
     max_tokens: int | None = Field(16, ge=1)
     logprobs: int | None = Field(None, ge=0, le=MAX_TOP_LOGPROBS)
     echo: bool = Field(False)
@@ -79,7 +83,9 @@ class CompletionRequest(OpenAIRequest):
     def _single_prompt(cls, value: Any) -> Any:
         # A one-element batch is the same request; larger batches are for clients to send concurrently.
         if isinstance(value, list) and len(value) == 1 and isinstance(value[0], (str, list)):
-            return value[0]
+            value = value[0]
+        if isinstance(value, list) and value and any(isinstance(v, bool) for v in value):
+            raise ValueError("token ids must be integers (true and false are not token ids)")
         if isinstance(value, list) and value and not all(isinstance(v, int) for v in value):
             raise ValueError("send one prompt per request (a string or a list of token ids)")
         if value == "" or value == []:
@@ -113,7 +119,7 @@ class ChatMessage(BaseModel):
 
 
 class ChatCompletionRequest(OpenAIRequest):
-    messages: list[ChatMessage] = Field(..., min_length=1)
+    messages: list[ChatMessage] = Field(..., min_length=1, max_length=MAX_CHAT_MESSAGES)
     max_completion_tokens: int | None = Field(None, ge=1)
     logprobs: bool = False
     top_logprobs: int | None = Field(None, ge=0, le=MAX_TOP_LOGPROBS)

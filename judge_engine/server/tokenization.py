@@ -8,7 +8,9 @@ copy of its own from a pool holding one copy per worker.
 The length bound: no token of the vocabulary spells more than `longest_token_chars` characters, so a text of
 more than max_model_len * longest_token_chars characters cannot fit the context whatever it tokenizes to; it is
 refused before the tokenizer sees it. The bound is doubled so that a tokenizer whose normalizer drops characters
-never has a prompt that would fit refused.
+never has a prompt that would fit refused. A chat request is also refused when it holds more messages than the
+context has tokens (every message renders to at least one token), and its encoding is linear in the messages
+(chat_encoding.encode_chat_segments), so a flood of empty messages costs one pass, not one pass per message.
 """
 
 from __future__ import annotations
@@ -59,6 +61,10 @@ class PromptEncoder:
         return await self._run(encode_text, prompt)
 
     async def encode_chat(self, messages: list[dict[str, str]]) -> list[int]:
+        if len(messages) > self.max_model_len:   # every message renders to at least one token of the template
+            raise OpenAIError(400, f"this model's maximum context length is {self.max_model_len} tokens, and the "
+                              f"request holds {len(messages)} messages, each at least one token; send fewer "
+                              "messages", param="messages", code="context_length_exceeded")
         self._check_chars(sum(len(m["content"]) for m in messages), "messages")
         try:
             return await self._run(chat_encoding.encode_chat, messages)

@@ -1,6 +1,7 @@
 """OpenAI Responses API: a response object (`{"object": "response", "output": [...]}`), or a list of input/output
 items (`message`, `function_call`, `function_call_output`, `reasoning`), as a conversation is replayed with
-`input=`.
+`input=`. As the API does, an item may be an easy input message with no `type` (`{"role": "user", "content":
+"..."}`, role user, assistant, system or developer): it is a `message`.
 
 Items map to messages in order: a `message` keeps its role and text; consecutive `function_call`s join the
 assistant message before them (or a new one) as tool calls, their `arguments` JSON text parsed; a
@@ -17,8 +18,21 @@ from rubrics.adapters.base import AdapterError, text_of
 ITEM_TYPES = {"message", "function_call", "function_call_output", "reasoning"}
 
 
-def _is_item(value: Any) -> bool:
+EASY_ROLES = {"user", "assistant", "system", "developer"}
+
+
+def _is_typed(value: Any) -> bool:
     return isinstance(value, dict) and isinstance(value.get("type"), str)
+
+
+def _is_easy_message(value: Any) -> bool:
+    """An easy input message: `{"role": "user", "content": ...}` with no `type` (the API reads it as a message)."""
+    return (isinstance(value, dict) and value.get("type") is None and isinstance(value.get("role"), str)
+            and value["role"] in EASY_ROLES and "content" in value)
+
+
+def _is_item(value: Any) -> bool:
+    return _is_typed(value) or _is_easy_message(value)
 
 
 class OpenAIResponses:
@@ -30,7 +44,7 @@ class OpenAIResponses:
         if isinstance(data, dict) and isinstance(data.get("input"), list) and "messages" not in data:
             data = data["input"]
         return (isinstance(data, list) and bool(data) and all(_is_item(i) for i in data)
-                and any(i["type"] in ITEM_TYPES - {"message"} for i in data))
+                and any(_is_typed(i) and i["type"] in ITEM_TYPES - {"message"} for i in data))
 
     def convert(self, data: Any) -> list[dict[str, Any]]:
         trajectory: dict[str, Any] = {}
@@ -54,8 +68,9 @@ class OpenAIResponses:
         reasoning: list[str] = []
         for index, item in enumerate(items):
             if not _is_item(item):
-                raise AdapterError(f"field output[{index}]: expected an item object with a type")
-            kind = item["type"]
+                raise AdapterError(f"field output[{index}]: expected an item object with a type, or a message "
+                                   f"with a role ({', '.join(sorted(EASY_ROLES))}) and content")
+            kind = item.get("type") or "message"
             if kind == "message":
                 message = {"role": item.get("role") or "assistant", "content": text_of(item.get("content"))}
                 if reasoning and message["role"] == "assistant":

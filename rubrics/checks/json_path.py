@@ -27,7 +27,9 @@ from rubrics.trajectory import Trajectory
 
 # One path step: a name, [3], [-1] or ["key with.dots"].
 _STEP = re.compile(r"""\.?(?:(?P<name>[^.\[\]"]+)|\[(?P<index>-?\d+)\]|\["(?P<quoted>(?:[^"\\]|\\.)*)"\])""")
-_FENCE = re.compile(r"```(?:json|JSON)?[ \t]*\n(.*?)```", re.DOTALL)
+_OPENING_FENCE = re.compile(r"(?P<indent> {0,3})(?P<fence>`{3,}|~{3,})(?P<info>.*)")
+_CLOSING_FENCE = re.compile(r" {0,3}(?P<fence>`{3,}|~{3,})[ \t]*")
+_LINE_END = re.compile(r"\r\n|\r|\n")
 _COMPARATORS = ("equals", "one_of", "matches")
 _JSON = json.JSONEncoder(ensure_ascii=False, default=str)
 
@@ -67,12 +69,48 @@ def parse_document(text: str) -> tuple[Any, str | None]:
         reason = f"{error}"
     except RecursionError:
         return None, "nested too deeply"
-    for block in _FENCE.findall(text):
+    blocks = fenced_blocks(text)
+    tagged = [content for language, content in blocks if language.lower() == "json"]
+    untagged = [content for language, content in blocks if not language]
+    for block in tagged + untagged:
         try:
             return json.loads(block), None
         except (ValueError, RecursionError):
             continue
     return None, reason
+
+
+def fenced_blocks(text: str) -> list[tuple[str, str]]:
+    """The fenced code blocks of a Markdown text, as (language, content), in order, by CommonMark's fence rules
+    read line by line (one pass, linear in the text): an opening fence is 3 or more backticks or tildes indented
+    at most 3 spaces, then an info string whose first word is the language (a backtick fence's info string holds
+    no backtick); its block ends at a closing fence of the same character, at least as long, indented at most 3
+    spaces, followed by nothing but spaces and tabs, or at the end of the text; up to the opening fence's
+    indentation is removed from each content line. Fences inside block quotes or list items are not looked for."""
+    blocks: list[tuple[str, str]] = []
+    opened: tuple[str, int, str] | None = None   # (fence, indent, language) of the block being read
+    lines: list[str] = []
+    for line in _LINE_END.split(text):
+        if opened is None:
+            match = _OPENING_FENCE.fullmatch(line)
+            if match is None:
+                continue
+            fence, info = match.group("fence"), match.group("info").strip()
+            if fence[0] == "`" and "`" in info:
+                continue   # not a fence: an inline code span
+            opened, lines = (fence, len(match.group("indent")), info.split()[0] if info else ""), []
+            continue
+        fence, indent, language = opened
+        closing = _CLOSING_FENCE.fullmatch(line)
+        if closing is not None and closing.group("fence")[0] == fence[0] and len(closing.group("fence")) >= len(fence):
+            blocks.append((language, "\n".join(lines)))
+            opened = None
+            continue
+        strip = len(line) - len(line.lstrip(" "))
+        lines.append(line[min(strip, indent):])
+    if opened is not None:   # an unclosed fence runs to the end of the text
+        blocks.append((opened[2], "\n".join(lines)))
+    return blocks
 
 
 class JsonConfig(CheckConfig):

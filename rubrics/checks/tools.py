@@ -2,6 +2,7 @@
 
 An argument value `{number: X, tolerance: T}` matches a number within T of X (absolute): tools receive amounts
 that went through float arithmetic or formatting (84.5 vs 84.50000001), which an equality test would reject.
+String values in `args` match case-sensitively unless `case_sensitive: false`; the tool name always does.
 """
 
 from __future__ import annotations
@@ -25,6 +26,10 @@ class ToolCalledConfig(CheckConfig):
     args: dict[str, Any] = Field(default_factory=dict)
     min: int = Field(1, ge=0)
     max: int | None = Field(None, ge=0)
+    case_sensitive: bool = Field(True, description=(
+        "Whether string values in `args` (globs and exact text) match argument text case-sensitively (the "
+        "default); false: `query: \"*DELETE*\"` also matches `delete from orders`. The tool `name` glob is "
+        "always case-sensitive."))
 
     @field_validator("args")
     @classmethod
@@ -49,7 +54,8 @@ class ToolCalledConfig(CheckConfig):
 
     @cached_property
     def arg_globs(self) -> dict[str, re.Pattern[str]]:
-        return {key: re.compile(translate(v), re.DOTALL) for key, v in self.args.items() if isinstance(v, str)}
+        flags = re.DOTALL if self.case_sensitive else re.DOTALL | re.IGNORECASE
+        return {key: re.compile(translate(v), flags) for key, v in self.args.items() if isinstance(v, str)}
 
     def describe(self) -> str:
         args = f" with args {json.dumps(self.args, ensure_ascii=False, default=str)}" if self.args else ""
@@ -103,6 +109,8 @@ def _value_matches(wanted: Any, actual: Any, glob: re.Pattern[str] | None) -> bo
         return _numeric_matches(wanted, actual)
     if glob is not None:
         text = actual if isinstance(actual, str) else json.dumps(actual, ensure_ascii=False, default=str)
+        if glob.flags & re.IGNORECASE:
+            return wanted.casefold() == text.casefold() or bool(glob.match(text))
         return wanted == text or bool(glob.match(text))
     return json_equal(wanted, actual)
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 
+from rubrics.judges.methods import METHOD_NAMES
+
 JUDGES = ("embedded", "openai", "panel", "none")
 FORMATS = ("table", "json", "jsonl")
 REWARDS = ("hard", "expected")
@@ -54,6 +56,9 @@ def register(subparsers) -> None:
     parser.add_argument("--dataset", action="append", default=[], metavar="FILE.jsonl",
                         help="grade a dataset instead: each line {\"trajectory\": ..., \"rubric\": ...}, each an "
                              "inline object or a path relative to the file (repeatable); no RUBRIC then")
+    parser.add_argument("--allow-outside", action="append", default=[], metavar="PATH",
+                        help="with --dataset: also read rubric and trajectory paths inside this folder (repeatable); "
+                             "by default a dataset's paths must resolve inside the dataset file's own folder")
     parser.add_argument("--aggregate", choices=AGGREGATES,
                         help="also report aggregate figures: healthbench = HealthBench's clipped mean, bootstrap "
                              "std and per-tag means (table or json format)")
@@ -64,7 +69,13 @@ def register(subparsers) -> None:
                         help="with --judge panel, once per member: embedded, embedded:METHOD or openai:URL:MODEL")
     parser.add_argument("--panel-combine", choices=COMBINES,
                         help="how a panel combines its members' verdicts (default: the rubric's, else mean_logit)")
-    parser.add_argument("--model", help="judge model: a local HF folder or .gguf (embedded), or a model name (openai)")
+    parser.add_argument("--model", help="judge model: a catalog name (rubric model list) or a local HF folder or .gguf "
+                                         "(embedded); a model name (openai)")
+    parser.add_argument("--method", choices=METHOD_NAMES,
+                        help="verdict method for judge items that name none (default: the judge model's own)")
+    parser.add_argument("--quantization", choices=("int8",),
+                        help="embedded judge: int8 linear maps on the CPU (faster, smaller; a calibration must be "
+                             "fitted for it)")
     parser.add_argument("--base-url", help="OpenAI-compatible server, e.g. http://localhost:8000/v1 (--judge openai)")
     parser.add_argument("--calibration", metavar="FILE",
                         help="calibration file from `rubric judge-eval --fit-calibration --write`; overrides the "
@@ -149,15 +160,14 @@ def make_judge(args, plan=None):
         if kind == "openai":
             try:   # OpenAIJudge reads its API key from the environment
                 judge = import_judge_class("openai", "OpenAIJudge")(base_url=args.base_url, model=args.model,
-                                                                    **calibration)
+                                                                    **method_option(args), **calibration)
             except ValueError as exc:   # a malformed --base-url or --model is a usage error, not a traceback
                 args.parser.error(f"--judge openai: {exc}")
         else:
             try:
-                judge = make_embedded_judge(**({"model": args.model} if args.model else {}), **calibration)
+                judge = make_embedded_judge(**({"model": args.model} if args.model else {}), **method_option(args),
+                                            **engine_option(args), **calibration)
             except (ValueError, OSError) as exc:   # a refused calibration file, or a --model it cannot identify
-                if not calibration:
-                    raise
                 args.parser.error(str(exc))
     except MissingExtraError as exc:
         warn(f"error: {exc}")
@@ -168,6 +178,14 @@ def make_judge(args, plan=None):
     from rubrics.judges.cached import CachedJudge
 
     return CachedJudge(judge, cache)
+
+
+def method_option(args) -> dict:
+    return {"method": args.method} if args.method else {}
+
+
+def engine_option(args) -> dict:
+    return {"quantization": args.quantization} if getattr(args, "quantization", None) else {}
 
 
 def make_panel(args, plan, calibration: dict, cache):
@@ -230,6 +248,8 @@ def check_usage(args) -> None:
         args.parser.error("--cache and --no-cache exclude each other")
     if args.dataset and args.rubric is not None:
         args.parser.error("--dataset takes the rubric from each line: give no RUBRIC or TRAJECTORY_OR_DIR")
+    if args.allow_outside and not args.dataset:
+        args.parser.error("--allow-outside applies to the paths in --dataset files: give --dataset FILE.jsonl")
     if not args.dataset and (args.rubric is None or not args.paths):
         args.parser.error("give RUBRIC and at least one TRAJECTORY_OR_DIR, or --dataset FILE.jsonl")
     if args.aggregate and args.format == "jsonl":
@@ -301,7 +321,7 @@ def grade_dataset(args) -> Graded:
 
     jobs, load_errors, plans = [], [], PlanCache(limit=1 << 30)
     for name in args.dataset:
-        dataset = read_dataset(name, args.uncertain, plans)
+        dataset = read_dataset(name, args.uncertain, plans, allow_outside=args.allow_outside)
         jobs += dataset.jobs
         load_errors += dataset.errors
     for line in load_errors:

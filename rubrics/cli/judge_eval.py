@@ -23,6 +23,8 @@ def register(subparsers) -> None:
     parser.add_argument("--model", help="judge model (local HF folder or .gguf for embedded; a name for openai)")
     parser.add_argument("--base-url", help="OpenAI-compatible server (--judge openai)")
     parser.add_argument("--method", choices=METHOD_NAMES, help="verdict method for items naming none")
+    parser.add_argument("--quantization", choices=("int8",),
+                        help="embedded judge: int8 linear maps (a calibration fitted so is recorded as int8)")
     parser.add_argument("--panel-member", action="append", default=[], metavar="MEMBER",
                         help="evaluate a panel instead of one judge, once per member (embedded, embedded:METHOD or "
                              "openai:URL:MODEL); reports the members' agreement (Fleiss' kappa) and each member's "
@@ -41,6 +43,9 @@ def register(subparsers) -> None:
                         help="fit the method's calibration leaving each domain out and report the held-out figures "
                              "(by label difficulty, per domain, and same-item pair ranking); needs --method")
     parser.add_argument("--format", choices=("table", "json"), default="table")
+    parser.add_argument("--json", metavar="OUT", dest="json_out",
+                        help="also write the report with one row per label (probability, threshold, the evidence the "
+                             "judge read) to this file; `rubric view OUT` shows it")
     parser.set_defaults(handler=run, parser=parser)
 
 
@@ -62,6 +67,8 @@ def build_judge(args, method: str | None, *, raw: bool):
             args.parser.error(f"--judge openai: {exc}")
     if args.model:
         options["model"] = args.model
+    if args.quantization:
+        options["quantization"] = args.quantization
     return make_embedded_judge(**options)
 
 
@@ -112,6 +119,11 @@ def run(args) -> int:
         judge = build_panel_judge(args)
     else:
         judge = build_judge(args, args.method, raw=fitting)   # fits work on the method's raw scores
+    recorder = None
+    if args.json_out:
+        from rubrics.view.judge_eval_export import VerdictRecorder
+
+        judge = recorder = VerdictRecorder(judge)   # keeps what each verdict read, for the file's label rows
     try:
         judged, skipped = judge_all(args, judge)
     except (je.LabelsError, OSError) as exc:
@@ -155,12 +167,27 @@ def run(args) -> int:
             output["engine"] = {k: v for k, v in stats().items() if k in ENGINE_KEYS}
         except Exception:  # noqa: BLE001 - stats are informative only
             pass
+    if args.json_out and not write_label_rows(args.json_out, output, judged, report.thresholds, recorder):
+        return 1
     if args.format == "json":
         import json
         print(json.dumps(output, indent=2))
     else:
         sys.stdout.write(je.render(output))
     return 0
+
+
+def write_label_rows(path: str, output: dict, judged: list, thresholds: dict, recorder) -> bool:
+    from rubrics.json_text import dumps
+    from rubrics.view.judge_eval_export import export, label_rows
+
+    try:
+        with open(path, "w", encoding="utf-8") as out:
+            out.write(dumps(export(output, label_rows(judged, thresholds, recorder)), indent=2) + "\n")
+    except (OSError, ValueError) as exc:
+        print(f"error: {path}: {exc}", file=sys.stderr)
+        return False
+    return True
 
 
 def write_calibration(path: str, judge, fits: dict) -> str:

@@ -12,7 +12,7 @@ import importlib
 import sys
 
 COMMAND_MODULES = ["grade", "lint", "schema", "tasks", "calibrate", "split", "report", "judge_eval", "model", "serve",
-                   "importer"]
+                   "importer", "view"]
 
 
 def build_parser() -> argparse.ArgumentParser:

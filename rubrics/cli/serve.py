@@ -5,7 +5,8 @@
 
 Routes: GET /v1/models, POST /v1/completions, POST /v1/chat/completions (logprobs, top_logprobs, max_tokens,
 temperature, top_p, stop, seed, stream), GET /metrics (engine and batching counters), GET /health. Request bodies
-over --max-request-bytes (default 4 MiB) get 413.
+over --max-request-bytes (default 4 MiB) get 413. Connections have a header and a body timeout and caps in all and
+per client, and a repeated log line is written once with a count (judge_engine.server.connections).
 """
 from __future__ import annotations
 
@@ -22,13 +23,17 @@ def register(subparsers) -> None:
     parser = subparsers.add_parser("serve", help="serve the judge engine over an OpenAI-compatible HTTP API",
                                    description="Serve one model on the judge engine over an OpenAI-compatible "
                                                "HTTP API; concurrent requests share the engine's batches.")
-    parser.add_argument("--model", help="a local HF folder or .gguf file (default: the embedded SmolLM2-135M)")
-    parser.add_argument("--served-model-name", help="the model id clients send (default: --model, or the "
-                                                    "embedded model's name)")
+    parser.add_argument("--model", help="a catalog name (rubric model list), a local HF folder or .gguf file "
+                                         "(default: the default judge model)")
+    parser.add_argument("--served-model-name", help="the model id clients send (default: a catalog model's own name, "
+                                                    "else --model)")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8000, help="port to bind (default: 8000)")
     parser.add_argument("--device", default="cpu", help="cpu or cuda[:N] (default: cpu)")
     parser.add_argument("--dtype", default="float32", help="float32 or bfloat16 (default: float32)")
+    parser.add_argument("--quantization", default="none", choices=["none", "int8"],
+                        help="int8: the model's linear maps in int8 on the CPU, activations float32, weights "
+                             "quantized once into the cache (default: none)")
     parser.add_argument("--max-num-seqs", type=int, default=256, help="most sequences in one batch")
     parser.add_argument("--max-num-batched-tokens", type=int, default=2048, help="token budget of one step")
     parser.add_argument("--max-model-len", type=int, help="context length (default: the model's)")
@@ -41,7 +46,43 @@ def register(subparsers) -> None:
                         help=f"largest request body accepted; larger ones get 413 (default: "
                              f"{DEFAULT_MAX_REQUEST_BYTES} = 4 MiB)")
     parser.add_argument("--log-level", default="warning", choices=["critical", "error", "warning", "info", "debug"])
+    # judge_engine.server.connections' defaults, repeated so that `rubric --help` needs no server extras
+    parser.add_argument("--header-timeout", type=positive_float, default=10.0, metavar="SECONDS",
+                        help="close a connection that has not sent its request headers within this time (default: 10)")
+    parser.add_argument("--body-timeout", type=positive_float, default=60.0, metavar="SECONDS",
+                        help="close a connection whose request body has not arrived whole within this time of its "
+                             "headers (default: 60)")
+    parser.add_argument("--keep-alive-timeout", type=positive_float, default=5.0, metavar="SECONDS",
+                        help="close an idle connection between requests after this time (default: 5)")
+    parser.add_argument("--max-connections", type=positive_int, default=512,
+                        help="open connections in all; one more is answered 503 and closed (default: 512)")
+    parser.add_argument("--max-connections-per-client", type=positive_int, default=128,
+                        help="open connections from one client address (default: 128)")
+    parser.add_argument("--log-repeat-window", type=positive_float, default=60.0, metavar="SECONDS",
+                        help="log a repeated warning or error once in this time, then with a count (default: 60)")
     parser.set_defaults(handler=run)
+
+
+def positive_float(text: str) -> float:
+    import argparse
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text}")
+    return value
+
+
+def connection_limits(args):
+    from judge_engine.server.connections import ConnectionLimits
+
+    return ConnectionLimits(header_timeout_s=args.header_timeout, body_timeout_s=args.body_timeout,
+                            keep_alive_s=args.keep_alive_timeout, max_connections=args.max_connections,
+                            max_connections_per_client=args.max_connections_per_client,
+                            log_repeat_window_s=args.log_repeat_window)
 
 
 def positive_int(text: str) -> int:
@@ -61,23 +102,32 @@ def engine_config(args):
 
     from rubrics.model_cache import rubrics_cache_dir
 
-    options = {"model": args.model, "device": args.device, "dtype": args.dtype, "max_num_seqs": args.max_num_seqs,
-               "max_num_batched_tokens": args.max_num_batched_tokens, "cache_dir": str(rubrics_cache_dir())}
+    options = {"model": args.model or default_judge_model(), "device": args.device, "dtype": args.dtype,
+               "max_num_seqs": args.max_num_seqs, "max_num_batched_tokens": args.max_num_batched_tokens, "cache_dir": str(rubrics_cache_dir())}
     if args.max_model_len:
         options["max_model_len"] = args.max_model_len
     if args.kv_cache_bytes:
         options["kv_cache_bytes"] = args.kv_cache_bytes
+    if getattr(args, "quantization", "none") != "none":
+        options["quantization"] = args.quantization
     return EngineConfig(**options)
 
 
+def default_judge_model() -> str:
+    from rubrics.judges.judge_models import default_judge_model as chosen
+
+    return chosen()
+
+
 def served_name(args) -> str:
+    """A catalog model is served under its own name ("Qwen2.5-Coder-1.5B-Instruct"), so that an OpenAIJudge knows
+    which shipped calibration is its."""
+    from judge_engine import catalog_models
+
     if args.served_model_name:
         return args.served_model_name
-    if args.model:
-        return args.model
-    from judge_engine.weights import EMBEDDED_MODEL_NAME
-
-    return EMBEDDED_MODEL_NAME
+    model = args.model or default_judge_model()
+    return next((entry.model for entry in catalog_models() if entry.name == model), model)
 
 
 def run(args) -> int:
@@ -102,6 +152,20 @@ def run(args) -> int:
         return 1
     name = served_name(args)
     app = create_app(engine, name, api_key=args.api_key, max_request_bytes=args.max_request_bytes)
+    from judge_engine.server.connections import install_repeat_filter, uvicorn_config
+
+    limits = connection_limits(args)
     print(f"serving {name} on http://{args.host}:{args.port}/v1 (Ctrl-C stops)", file=sys.stderr, flush=True)
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, timeout_graceful_shutdown=5)
+    config = uvicorn_config(app, args.host, args.port, limits, log_level=args.log_level, timeout_graceful_shutdown=5)
+    config.load()                       # uvicorn's loggers are configured by now; the filter goes on after
+    repeats = install_repeat_filter(limits.log_repeat_window_s)
+
+    class Server(uvicorn.Server):
+        async def shutdown(self, sockets=None):
+            try:
+                await super().shutdown(sockets=sockets)
+            finally:   # before uvicorn re-raises a SIGTERM it caught, which ends the process
+                repeats.flush()   # how many repeated lines were left out since each was last written
+
+    Server(config).run()
     return 0

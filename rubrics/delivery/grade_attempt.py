@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import hashlib
 import re
-import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,6 +15,7 @@ from rubrics.delivery.junit import JUnitReport, read_reports
 from rubrics.delivery.run_model import GraderInfo, RunResult, RunStatus, TestOutcome, TestTally, Timings
 from rubrics.delivery.sandbox import GRADER, Sandbox, SandboxOutcome, SandboxRequest
 from rubrics.delivery.sandbox_limits import SandboxLimits
+from rubrics.delivery.work_quota import mount_quota, release
 from rubrics.delivery.workspace import START_DIR, TESTS_DIR, WorkspaceError, build_workspace, copy_tree, \
     restore_tests, touched_tests
 
@@ -57,16 +58,22 @@ def _tree_digest(root: Path) -> str:
 
 
 def grade_attempt(task: GradedTask, attempt: AttemptRef | None, label: str, kind: str, sandbox: Sandbox,
-                  limits: SandboxLimits, work_root: Path, slot: int) -> RunResult:
-    """attempt None grades the untouched start; `label` names the run (attempt name, 'start' or 'solution')."""
+                  limits: SandboxLimits, work_root: Path, slot: int,
+                  plant: Callable[[Path], None] | None = None) -> RunResult:
+    """attempt None grades the untouched start; `label` names the run (attempt name, 'start' or 'solution').
+
+    `plant`, when given, adds files to the built workspace (validation's shadowing probe plants a forge)."""
     started = time.monotonic()
     work = Path(tempfile.mkdtemp(prefix=f"{task.task_id}-", dir=work_root))
+    mounted = mount_quota(work, limits.disk_mb)   # the disk cap on /repo and /report, where we may mount
     try:
         workspace, sealed, report = work / "workspace", work / "sealed", work / "report"
         report.mkdir()
         touched: list[str] = []
         try:
             build_workspace(attempt, task.start, workspace)
+            if plant is not None:
+                plant(workspace)
             touched = touched_tests(task.start, workspace, task.hidden)
             restore_tests(workspace, task.hidden)
             copy_tree(task.hidden, sealed)
@@ -80,7 +87,7 @@ def grade_attempt(task: GradedTask, attempt: AttemptRef | None, label: str, kind
         timings = Timings(workspace_s=prepared, grade_s=outcome.wall_s, total_s=_since(started))
         return _judge(task, label, kind, outcome, junit, touched, timings, limits)
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        release(work, mounted)
 
 
 def _judge(task: GradedTask, label: str, kind: str, outcome: SandboxOutcome, junit: JUnitReport,
@@ -95,11 +102,16 @@ def _judge(task: GradedTask, label: str, kind: str, outcome: SandboxOutcome, jun
         status, notes = "timeout", [f"grade.sh ran past the {limits.wall_s:g}s wall-time limit", *notes]
     elif outcome.exit_code != 0 and _PROCESS_LIMIT.search(outcome.log_tail):
         status, notes = "process-limit", [f"a process could not fork: limit of {limits.processes} processes", *notes]
+    elif outcome.memory_killed:
+        status, notes = "memory", [f"the process tree went over its {limits.memory_mb} MiB memory cap "
+                                   "(a process was killed)", *notes]
     elif outcome.exit_code != 0 and _MEMORY.search(outcome.log_tail):
         status, notes = "memory", [f"a process ran out of memory: limit of {limits.memory_mb} MiB", *notes]
     elif outcome.left_processes:
         status, notes = "left-processes", [f"{outcome.left_processes} process(es) still running after grade.sh "
                                            "exited (killed)", *notes]
+    elif outcome.exit_code == 0 and passed == len(tests) and (contradiction := _runner_disagrees(outcome)):
+        status, notes = "failed", [contradiction, *notes]
     elif outcome.exit_code == 0 and passed == len(tests):
         status = "passed"
     else:
@@ -108,6 +120,18 @@ def _judge(task: GradedTask, label: str, kind: str, outcome: SandboxOutcome, jun
             notes.insert(0, f"every test passed but grade.sh exited with {outcome.exit_code}")
     return _result(task, label, kind, status, outcome.exit_code, tests, touched, outcome.left_processes, timings,
                    "; ".join(notes) or None, outcome.log_tail)
+
+
+def _runner_disagrees(outcome: SandboxOutcome) -> str | None:
+    """pytest printed failures or errors (read from the output on the host, as it went by) and yet the report
+    says every test passed and the exit status is 0: the report or the status was rewritten by code that ran
+    after the runner had finished, such as an atexit hook of the package under test."""
+    bad = sum(n for counts in outcome.summaries for word, n in counts.items()
+              if word in ("failed", "error", "errors"))
+    if bad:
+        return (f"the test runner printed {bad} failed or erroring test(s), yet its report says every test passed "
+                "and grade.sh exited 0: the report was rewritten after the run")
+    return None
 
 
 def _score(status: RunStatus, exit_code: int | None, tests: list[TestOutcome]) -> float:

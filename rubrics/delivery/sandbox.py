@@ -4,6 +4,9 @@ Inside the sandbox: /repo is the attempt's workspace (the only writable place th
 run besides /report), /sealed/tests the hidden tests (read-only), /task the task folder (read-only,
 solution.patch hidden), /report an empty folder for the grader's JUnit XML, /tmp fresh and empty.
 grade.sh runs with /repo as its working directory and REPORT_DIR, SEALED_TESTS and TASK_DIR set.
+PYTHONSAFEPATH keeps the working directory off sys.path, so that `python -m pytest` run from /repo finds
+the image's pytest, never a /repo/pytest.py the attempt planted (grade.sh should still say `python -I`:
+an image's Python older than 3.11 ignores PYTHONSAFEPATH).
 """
 from __future__ import annotations
 
@@ -40,6 +43,8 @@ class SandboxOutcome:
     log_tail: str
     left_processes: int | None      # processes still alive when grade.sh exited (all then killed)
     sandbox_error: str | None       # the sandbox itself failed: the attempt was not graded
+    memory_killed: bool = False     # the kernel killed a process for the process tree's memory cap
+    summaries: tuple[dict[str, int], ...] = ()   # pytest's summary lines in the output, as {"failed": 2, ...}
 
 
 class Sandbox(Protocol):
@@ -54,7 +59,7 @@ class SandboxUnavailable(RuntimeError):
 
 def environment() -> dict[str, str]:
     return {"REPORT_DIR": REPORT, "SEALED_TESTS": SEALED_TESTS, "TASK_DIR": TASK, "HOME": "/tmp",
-            "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"}
+            "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONSAFEPATH": "1", "PYTHONNOUSERSITE": "1"}
 
 
 def make_sandbox(runtime: Runtime) -> Sandbox:

@@ -4,12 +4,17 @@ As root, bwrap mounts as root and the trampoline drops grade.sh to a uid of its 
 slot (SANDBOX_UID_BASE + slot), which makes the process limit (RLIMIT_NPROC) hold: the kernel
 does not apply it to root, nor in a user namespace that root created. Unprivileged, bwrap makes a
 user namespace and the limit counts the caller's own processes too, so it is raised by their number.
+
+The whole tree runs in a cgroup capped at the memory limit where one can be made (sandbox_cgroup);
+/tmp is a tmpfs of `tmp_mb`; no process inside may make a user namespace (bwrap's --disable-userns
+unprivileged, a seccomp filter as root, where bwrap makes none to disable).
 """
 from __future__ import annotations
 
 import os
 import shutil
 import signal
+import stat
 import sys
 from pathlib import Path, PurePosixPath
 
@@ -25,8 +30,10 @@ from rubrics.delivery.sandbox import (
     environment,
     parse_status,
 )
+from rubrics.delivery.sandbox_cgroup import ENTER, TreeCap
 from rubrics.delivery.sandbox_limits import SandboxLimits
 from rubrics.delivery.sandbox_process import run_bounded
+from rubrics.delivery.sandbox_seccomp import filter_fd, no_userns_filter
 from rubrics.delivery.sandbox_trampoline import SOURCE
 
 SANDBOX_UID_BASE = 1_950_000_000   # far above any uid a system hands out, so no real user shares it
@@ -42,6 +49,11 @@ class BwrapSandbox:
         if found is None:
             raise SandboxUnavailable("bwrap not found: install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap)")
         self.bwrap = found
+        self.options = _options(found)
+        # A setuid bwrap refuses --size to a caller that is not root; an old one (before 0.8) has no --size.
+        # Without it /tmp is bounded by the process tree's memory cap only (tmpfs pages are charged to it).
+        setuid = bool(os.stat(found).st_mode & stat.S_ISUID)
+        self.size_tmp = "--size" in self.options and not (setuid and os.geteuid() != 0)
 
     def run(self, request: SandboxRequest, limits: SandboxLimits) -> SandboxOutcome:
         privileged = os.geteuid() == 0
@@ -49,25 +61,47 @@ class BwrapSandbox:
         if privileged:
             _give_to(uid, request.workspace, request.report_dir)
         nproc = limits.processes if privileged else limits.processes + _own_processes()
+        program = no_userns_filter()
+        seccomp = filter_fd(program) if program is not None else None
+        cap = TreeCap.make(limits.memory_mb * 2**20)
 
         def argv(status_fd: int) -> list[str]:
             trampoline = [sys.executable, "-I", "-S", "-c", SOURCE, str(uid), str(nproc),
                           str(limits.memory_mb * 2**20), str(limits.file_mb * 2**20), str(status_fd),
                           f"{TASK}/{GRADER}"]
-            return [self.bwrap, *bwrap_arguments(request, privileged), *trampoline]
+            command = [self.bwrap, *bwrap_arguments(request, privileged, limits, seccomp,
+                                                    "--disable-userns" in self.options, self.size_tmp),
+                       *trampoline]
+            if cap is not None:
+                command = [sys.executable, "-I", "-S", "-c", ENTER, str(cap.procs_file), *command]
+            return command
 
-        outcome = run_bounded(argv, limits.wall_s, limits.log_bytes)
+        killed = False
+        try:
+            outcome = run_bounded(argv, limits.wall_s, limits.log_bytes,
+                                  extra_fds=() if seccomp is None else (seccomp,))
+        finally:
+            if seccomp is not None:
+                os.close(seccomp)
+            if cap is not None:
+                killed = cap.oom_killed()
+                cap.close()
         if privileged:
             _kill_uid(uid)
         exit_code, left = parse_status(outcome.status_line)
         error = None
         if exit_code is None and not outcome.timed_out:
             error = f"bwrap exited with {outcome.exit_code} before grade.sh finished"
+        if killed and error is not None:
+            error = None    # the cap killed the trampoline or bwrap too: the attempt ran out of memory
         return SandboxOutcome(exit_code=exit_code, timed_out=outcome.timed_out, wall_s=outcome.wall_s,
-                              log_tail=outcome.log_tail, left_processes=left, sandbox_error=error)
+                              log_tail=outcome.log_tail, left_processes=left, sandbox_error=error,
+                              memory_killed=killed, summaries=tuple(outcome.summaries))
 
 
-def bwrap_arguments(request: SandboxRequest, privileged: bool) -> list[str]:
+def bwrap_arguments(request: SandboxRequest, privileged: bool, limits: SandboxLimits | None = None,
+                    seccomp_fd: int | None = None, disable_userns: bool = True, size_tmp: bool = True) -> list[str]:
+    limits = limits or SandboxLimits()
     args = ["--die-with-parent", "--new-session", "--unshare-pid", "--unshare-net", "--unshare-ipc",
             "--unshare-uts", "--unshare-cgroup-try", "--hostname", "sandbox"]
     if privileged:
@@ -75,6 +109,10 @@ def bwrap_arguments(request: SandboxRequest, privileged: bool) -> list[str]:
         args += ["--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
     else:
         args += ["--unshare-user"]
+        if disable_userns:
+            args += ["--disable-userns"]
+    if seccomp_fd is not None:
+        args += ["--seccomp", str(seccomp_fd)]
     args += ["--ro-bind", "/usr", "/usr"]
     for link in _SYSTEM_LINKS:
         if os.path.islink(link):
@@ -85,7 +123,10 @@ def bwrap_arguments(request: SandboxRequest, privileged: bool) -> list[str]:
         args += ["--ro-bind-try", path, path]
     # The fresh /tmp first: bwrap mounts in order, and an interpreter that lives under /tmp (a CI checkout's
     # virtual environment) must be mounted on top of it, not hidden by it.
-    args += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--tmpfs", "/tmp"]
+    args += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777"]
+    if size_tmp:
+        args += ["--size", str(limits.tmp_mb * 2**20)]
+    args += ["--tmpfs", "/tmp"]
     prefixes = _python_prefixes()
     args += _parent_dirs([*prefixes, SEALED_TESTS])
     for prefix in prefixes:
@@ -101,6 +142,18 @@ def bwrap_arguments(request: SandboxRequest, privileged: bool) -> list[str]:
     for key, value in {**environment(), "PATH": path}.items():
         args += ["--setenv", key, value]
     return args
+
+
+def _options(bwrap: str) -> set[str]:
+    """The options this bwrap knows (--size and --disable-userns are recent)."""
+    import re
+    import subprocess
+
+    try:
+        shown = subprocess.run([bwrap, "--help"], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return set()
+    return set(re.findall(r"--[a-z][a-z0-9-]*", shown.stdout + shown.stderr))
 
 
 def _python_prefixes() -> list[str]:

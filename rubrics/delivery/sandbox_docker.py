@@ -63,7 +63,7 @@ class DockerSandbox:
             error = f"docker run failed with {outcome.exit_code}"
         return SandboxOutcome(exit_code=None if error else outcome.exit_code, timed_out=outcome.timed_out,
                               wall_s=outcome.wall_s, log_tail=outcome.log_tail, left_processes=None,
-                              sandbox_error=error)
+                              sandbox_error=error, summaries=tuple(outcome.summaries))
 
     def _remove(self, name: str) -> None:
         subprocess.run([self.docker, "rm", "-f", name], capture_output=True, timeout=60)
@@ -73,7 +73,7 @@ def docker_run_arguments(docker: str, image: str, name: str, request: SandboxReq
                          limits: SandboxLimits) -> list[str]:
     argv = [docker, "run", "--rm", "--name", name, "--network", "none", "--memory", f"{limits.memory_mb}m",
             "--memory-swap", f"{limits.memory_mb}m", "--pids-limit", str(limits.processes), "--cap-drop", "ALL",
-            "--security-opt", "no-new-privileges", "--tmpfs", "/tmp:rw,exec",
+            "--security-opt", "no-new-privileges", "--tmpfs", f"/tmp:rw,exec,size={limits.tmp_mb}m",
             "-v", f"{request.workspace}:{REPO}", "-v", f"{request.sealed_tests}:{SEALED_TESTS}:ro",
             "-v", f"{request.task_dir}:{TASK}:ro", "-v", f"{request.report_dir}:{REPORT}", "-w", REPO]
     if (request.task_dir / "solution.patch").exists():

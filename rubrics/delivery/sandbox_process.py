@@ -1,18 +1,25 @@
 """Run one sandbox command: a wall-time limit, a bounded tail of its output, and its whole process group killed.
 
 Output is read while it is written and only the last bytes are kept, so an attempt that prints
-gigabytes costs neither memory nor disk.
+gigabytes costs neither memory nor disk. Every line of it is also matched, as it goes by, against
+pytest's closing summary ("2 failed, 2 passed in 0.03s"): what the runner printed before the tested
+code could rewrite its report is kept however much is printed after it (see grade_attempt).
 """
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 _CHUNK = 65536
+_LINE_LIMIT = 4096           # a longer line is no summary line
+_SUMMARY_LIMIT = 16          # summary lines kept
+_SUMMARY = re.compile(rb"^(?:=+ )?((?:\d+ [a-z]+)(?:, \d+ [a-z]+)*) in \d+(?:\.\d+)?s(?: \([0-9:.]+\))?(?: =+)?$")
+_ANSI = re.compile(rb"\x1b\[[0-9;]*m")
 
 
 @dataclass
@@ -22,17 +29,42 @@ class ProcessOutcome:
     wall_s: float
     log_tail: str
     status_line: str | None      # what the trampoline wrote on its status descriptor, when it got that far
+    summaries: list[dict[str, int]] = field(default_factory=list)   # pytest summary lines seen, as counts
 
 
 class _Tail:
     def __init__(self, keep: int) -> None:
         self.keep = keep
         self.data = bytearray()
+        self.line = bytearray()
+        self.summaries: list[dict[str, int]] = []
 
     def add(self, chunk: bytes) -> None:
         self.data += chunk
         if len(self.data) > 2 * self.keep:
             del self.data[: len(self.data) - self.keep]
+        start = 0
+        while (end := chunk.find(b"\n", start)) >= 0:
+            self._line(chunk[start:end])
+            start = end + 1
+        self._extend(chunk[start:])
+
+    def _extend(self, part: bytes) -> None:
+        if len(self.line) <= _LINE_LIMIT:
+            self.line += part[: _LINE_LIMIT + 1 - len(self.line)]
+
+    def _line(self, part: bytes) -> None:
+        self._extend(part)
+        line, self.line = bytes(self.line), bytearray()
+        if len(line) > _LINE_LIMIT or len(self.summaries) >= _SUMMARY_LIMIT:
+            return
+        found = _SUMMARY.match(_ANSI.sub(b"", line).strip())
+        if found:
+            counts: dict[str, int] = {}
+            for item in found.group(1).decode().split(", "):
+                number, word = item.split(" ", 1)
+                counts[word] = counts.get(word, 0) + int(number)
+            self.summaries.append(counts)
 
     def text(self) -> str:
         return bytes(self.data[-self.keep:]).decode("utf-8", errors="replace")
@@ -49,10 +81,11 @@ def _drain(fd: int, tail: _Tail) -> None:
 
 
 def run_bounded(argv_for, wall_s: float, log_bytes: int, *, env: dict[str, str] | None = None,
-                on_timeout=None) -> ProcessOutcome:
+                on_timeout=None, extra_fds: tuple[int, ...] = ()) -> ProcessOutcome:
     """argv_for(status_fd) -> argv: the command, told which descriptor carries the trampoline's status line.
 
     `on_timeout`, when given, is called before the process group is killed (docker stops its container).
+    `extra_fds` are passed on too (the seccomp filter bwrap reads).
     """
     out_r, out_w = os.pipe()
     status_r, status_w = os.pipe()
@@ -61,7 +94,7 @@ def run_bounded(argv_for, wall_s: float, log_bytes: int, *, env: dict[str, str] 
     started = time.monotonic()
     try:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out_w, stderr=out_w, env=env,
-                                pass_fds=(status_w,), start_new_session=True, close_fds=True)
+                                pass_fds=(status_w, *extra_fds), start_new_session=True, close_fds=True)
     except OSError as exc:
         for fd in (out_r, out_w, status_r, status_w):
             os.close(fd)
@@ -86,7 +119,8 @@ def run_bounded(argv_for, wall_s: float, log_bytes: int, *, env: dict[str, str] 
     reader.join(timeout=5)
     status_reader.join(timeout=5)
     status = status_tail.text().strip() or None
-    return ProcessOutcome(None if timed_out else proc.returncode, timed_out, round(wall, 3), tail.text(), status)
+    return ProcessOutcome(None if timed_out else proc.returncode, timed_out, round(wall, 3), tail.text(), status,
+                          tail.summaries)
 
 
 def _kill_group(proc: subprocess.Popen) -> None:

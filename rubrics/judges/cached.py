@@ -3,6 +3,8 @@
 The wrapped judge says what each verdict depends on through `cache_keys(requests)` (one key per request, None
 for one it cannot key: such a request is judged every time). Hits come back with no model work; the misses go
 to the judge in one call, as they would without the cache, and its real verdicts are stored (errors are not).
+A hit is trusted only as far as it is consistent: `met` is decided from the stored probability and the item's
+threshold, never read from the stored flag, and an entry whose flag disagrees with its probability is a miss.
 """
 from __future__ import annotations
 
@@ -23,6 +25,20 @@ class KeyedJudge(Judge, Protocol):
 
 
 FROM_CACHE = JudgeUsage(cached_verdicts=1)
+
+
+def trusted_verdict(stored: Verdict, threshold: float) -> Verdict | None:
+    """The stored verdict with `met` decided here, from its stored probability and the item's threshold, as the
+    judges decide it; None (a miss, judged again) for an entry that cannot have come from a judge: no probability,
+    one outside [0, 1], or a stored `met` that disagrees with its probability (a planted or damaged entry)."""
+    probability = stored.probability
+    if isinstance(probability, bool) or not isinstance(probability, float | int) \
+            or not 0.0 <= probability <= 1.0:   # NaN fails this too
+        return None
+    met = probability >= threshold
+    if stored.met is not met:
+        return None
+    return replace(stored, met=met, probability=float(probability))
 
 
 class CachedJudge:
@@ -53,7 +69,13 @@ class CachedJudge:
             keys = [None] * len(requests)
         if len(keys) != len(requests):
             keys = [None] * len(requests)
-        hits = self.cache.get_many(key for key in keys if key is not None)
+        stored = self.cache.get_many(key for key in keys if key is not None)
+        hits = {}
+        for request, key in zip(requests, keys):
+            if key is not None and key in stored:
+                trusted = trusted_verdict(stored[key], request.item.threshold)
+                if trusted is not None:
+                    hits[key] = trusted
         misses = [i for i, key in enumerate(keys) if key is None or key not in hits]
         fresh = list(self.inner.judge([requests[i] for i in misses])) if misses else []
         if len(fresh) != len(misses):   # a broken judge: let the scorer report it

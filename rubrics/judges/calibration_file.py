@@ -42,12 +42,15 @@ class CalibrationFileError(ValueError):
 
 @dataclass(frozen=True)
 class ModelIdentity:
-    """The judge model: its name, and the sha256 of the weights it runs (None when the judge cannot know it)."""
+    """The judge model: its name, the sha256 of the weights it runs (None when the judge cannot know it), and how
+    its linear maps compute (None: in floating point; "int8": quantized, whose raw scores differ a little)."""
     name: str
     weights_sha256: str | None = None
+    quantization: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "weights_sha256": self.weights_sha256}
+        identity = {"name": self.name, "weights_sha256": self.weights_sha256}
+        return {**identity, "quantization": self.quantization} if self.quantization else identity
 
 
 @dataclass(frozen=True)
@@ -80,6 +83,9 @@ class CalibrationFile:
                     and model.weights_sha256 != self.judge_model.weights_sha256:
                 self._refuse("judge_model.weights_sha256", model.weights_sha256, self.judge_model.weights_sha256,
                              "other weights of the model")
+            if model.quantization != self.judge_model.quantization:
+                self._refuse("judge_model.quantization", model.quantization, self.judge_model.quantization,
+                             "the model computing another way (refit it with the judge's --quantization)")
         if prompt_layout != self.prompt_layout:
             self._refuse("prompt_layout", prompt_layout, self.prompt_layout,
                          "another prompt layout (refit it with `rubric judge-eval --fit-calibration --write`)")
@@ -126,8 +132,11 @@ def calibration_from_dict(data: Any, where: str = "<calibration>") -> Calibratio
     if data.get("format") != FORMAT or isinstance(data.get("format"), bool):
         raise bad("format", str(FORMAT), data.get("format"))
     model = data.get("judge_model")
-    if not isinstance(model, dict) or set(model) - {"name", "weights_sha256"}:
-        raise bad("judge_model", "an object {name, weights_sha256}", model)
+    if not isinstance(model, dict) or set(model) - {"name", "weights_sha256", "quantization"}:
+        raise bad("judge_model", "an object {name, weights_sha256, quantization}", model)
+    quantization = model.get("quantization")
+    if quantization not in (None, "int8"):
+        raise bad("judge_model.quantization", "null or \"int8\"", quantization)
     if not isinstance(model.get("name"), str) or not model["name"]:
         raise bad("judge_model.name", "the model's name (a non-empty string)", model.get("name"))
     sha = model.get("weights_sha256")
@@ -150,8 +159,25 @@ def calibration_from_dict(data: Any, where: str = "<calibration>") -> Calibratio
             value = entry[name]
             if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
                 raise bad(f"calibrations.{method}.{name}", "a finite number", value)
-        calibrations[method] = Calibration(float(entry["scale"]), float(entry["offset"]))
-    return CalibrationFile(ModelIdentity(model["name"], sha), calibrations, layout, where)
+        # probability = sigmoid(scale * raw + offset). A scale <= 0 makes the probability ignore the judge's score
+        # (0) or reward the wrong answer (< 0); an offset far from 0, or one far from 0 relative to the scale,
+        # puts the 50 % point where no raw score reaches it, so every item is met (or none is) whatever the
+        # judge said. Real fits of the built-in methods have scales 0.08-0.8 and offsets within +-0.5.
+        min_scale, max_scale, max_offset, max_midpoint = 1e-3, 1e3, 20.0, 200.0
+        scale, offset = float(entry["scale"]), float(entry["offset"])
+        if not min_scale <= scale <= max_scale:
+            raise bad(f"calibrations.{method}.scale", f"a positive scale between {min_scale:g} and {max_scale:g} "
+                      "(probability = sigmoid(scale * raw score + offset); a scale of 0 or below ignores or inverts "
+                      "the judge's score)", entry["scale"])
+        if abs(offset) > max_offset:
+            raise bad(f"calibrations.{method}.offset", f"an offset between {-max_offset:g} and {max_offset:g} (a "
+                      "larger one decides the verdict whatever the judge's score)", entry["offset"])
+        if abs(offset) / scale > max_midpoint:
+            raise bad(f"calibrations.{method}.offset", f"an offset with |offset / scale| at most {max_midpoint:g} "
+                      f"(with scale {scale:g}, the 50 % point would be at raw score {-offset / scale:g}, which no "
+                      "judge score reaches: the verdict would be the same whatever the judge said)", entry["offset"])
+        calibrations[method] = Calibration(scale, offset)
+    return CalibrationFile(ModelIdentity(model["name"], sha, quantization), calibrations, layout, where)
 
 
 def as_calibration_file(calibration: str | Path | CalibrationFile | Mapping) -> CalibrationFile:

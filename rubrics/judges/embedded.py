@@ -1,4 +1,4 @@
-"""EmbeddedJudge: judge requests answered by the in-process judge_engine (SmolLM2-135M-Instruct by default).
+"""EmbeddedJudge: judge requests answered by the in-process judge_engine (a catalog model, or any local one).
 
 One call to judge() is one engine batch: every prompt of every trajectory goes to the engine together, ordered
 trajectory by trajectory, so the prefix cache computes the shared instructions once and each trajectory's
@@ -17,14 +17,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from rubrics.judges.calibration_file import ModelIdentity, judge_calibrations
-from rubrics.judges.methods import DEFAULT_METHOD, Calibration, JudgeMethod, JudgeMethods, PromptSpec, Reasoning, \
+from rubrics.judges.methods import Calibration, JudgeMethod, JudgeMethods, PromptSpec, Reasoning, \
     ScoredPrompt
 from rubrics.judges.prompt_ids import BuiltPrompt, PromptBuilder, PromptError, PromptRequest
 from rubrics.judges.protocol import JudgeRequest, Verdict
 from rubrics.judges.usage import JudgeUsage
-
-EMBEDDED_MODEL_NAME = "SmolLM2-135M-Instruct"
-
 
 @dataclass
 class PlannedRequest:
@@ -54,11 +51,15 @@ class ScoreJob:
 class EmbeddedJudge:
     """rubrics.EmbeddedJudge(model=None, **engine_options): the judge of `rubric grade --judge embedded`.
 
-    method: the verdict method for items that name none (a name in rubrics.judges.methods.METHOD_NAMES).
+    model: a catalog name (`rubric model list`), a local .gguf file or HF folder; None: the default judge model
+    ($RUBRICS_JUDGE_MODEL, else rubrics.judges.judge_models.DEFAULT_JUDGE_MODEL).
+    method: the verdict method for items that name none (a name in rubrics.judges.methods.METHOD_NAMES); None: the
+    model's own (rubrics.judges.judge_models.JUDGE_MODELS), choice for a model outside the catalog.
     calibration: a calibration file (`rubric judge-eval --fit-calibration --write`): its path or a loaded
     rubrics.judges.calibration_file.CalibrationFile; refused (CalibrationFileError) when made for another model,
-    prompt layout, or (method given) another method. calibrations: {method name: Calibration} replacing the
-    methods' fitted defaults (and the file's entries).
+    prompt layout, or (method given) another method. Without one, a catalog model uses the calibration shipped for
+    it, and any other model the identity calibration (with an UncalibratedJudgeWarning). calibrations: {method
+    name: Calibration} replacing those.
     llm: an already loaded judge_engine.LLM to share (tests, benchmarks); engine_options go to LLM otherwise.
     sample_temperature, sample_seed: how reasoned items with `samples` above 1 draw their rationales (rationale i
     of a prompt uses seed sample_seed + i, so a prompt always gets the same rationales and verdict-cache entries
@@ -73,29 +74,41 @@ class EmbeddedJudge:
 
     def __init__(self, model: str | None = None, *, method: str | None = None, calibration: Any = None,
                  calibrations: Mapping[str, Calibration] | None = None, llm: Any = None, **engine_options: Any):
-        self.method = method or DEFAULT_METHOD
-        self.model = model
+        from rubrics.judges.judge_models import UNCATALOGUED_METHOD, default_judge_model, judge_model_of, \
+            shipped_calibration, warn_uncalibrated
+
+        self.model = model if model is not None or llm is not None else default_judge_model()
         self.engine_options = engine_options
         self._llm = llm
         self._lock = threading.RLock()   # loading the model, and the tokenizer (not made for concurrent use)
         self._identity: ModelIdentity | None = None
-        self.calibration_file, chosen = judge_calibrations(
-            calibration, calibrations, self.identity() if calibration is not None else None, method)
+        identity = self.identity()
+        known = judge_model_of(identity)
+        self.method = method or (known.method if known is not None else UNCATALOGUED_METHOD)
+        shipped = shipped_calibration(identity) if known is not None else None
+        if calibration is None and not calibrations and (shipped is None or self.method not in shipped.calibrations):
+            warn_uncalibrated(str(self.model), identity, self.method if shipped is not None else None)
+        JudgeMethods().named(self.method)   # an unknown name fails here, before any file is read or model loaded
+        if calibration is not None:
+            self.calibration_file, chosen = judge_calibrations(calibration, calibrations, identity, method)
+        else:   # the shipped calibration is the model's own, not a file the user chose
+            self.calibration_file, chosen = None, {**(shipped.calibrations if shipped else {}), **(calibrations or {})}
         self.methods = JudgeMethods(chosen)
-        self.methods.named(self.method)   # an unknown name fails here, before any model is loaded
         self._builder: PromptBuilder | None = None
-        self.name = f"embedded:{model or EMBEDDED_MODEL_NAME}"
+        self.name = f"embedded:{identity.name if known is not None or self.model is None else self.model}"
         self.last_cut_tokens = 0  # evidence tokens truncated in the last judge() call
         # progress(judgments done, judgments in the batch, engine stats), called while a batch runs (CLI bar);
         # a first call with 0 done says that the model is loaded and judging starts
         self.progress: Any = None
 
     def identity(self) -> ModelIdentity:
-        """The judge model's name and the sha256 of its weights, without loading it: the embedded default is the
-        pinned digest of its .gguf; another .gguf, or an HF folder's safetensors, is hashed once (remembered by
-        path, size and modification time, judge_engine.models.gguf.file_sha256)."""
+        """The judge model's name and the sha256 of its weights, without loading it: a catalog model's pinned
+        digest; another .gguf, or an HF folder's safetensors, is hashed once (remembered by path, size and
+        modification time)."""
         if self._identity is None:
-            self._identity = embedded_identity(self.model, self._llm)
+            quantization = self.engine_options.get("quantization") if self._llm is None \
+                else getattr(self._llm, "quantization", None)
+            self._identity = replace(embedded_identity(self.model, self._llm), quantization=quantization or None)
         return self._identity
 
     @property
@@ -149,7 +162,9 @@ class EmbeddedJudge:
         return [None if p.error is not None else verdict_key({
             "judge": "embedded", "weights_sha256": identity.weights_sha256, "config_sha256": config,
             "method": p.method.name,
-            "numerics": [self.llm.dtype, self.llm.device],   # bfloat16 or a GPU gives other probabilities
+            # bfloat16, int8 or a GPU gives other probabilities
+            "numerics": [self.llm.dtype, self.llm.device, *([q] if (q := getattr(self.llm, "quantization", None))
+                                                             else [])],
             "calibration": [p.method.calibration.scale, p.method.calibration.offset],
             "threshold": p.request.item.threshold,
             "reasoning": None if self._reasoning(p) is None else [self._reasoning(p).max_tokens,
@@ -277,23 +292,13 @@ def engine_defaults(options: dict[str, Any]) -> dict[str, Any]:
 
 
 def embedded_identity(model: str | None, llm: Any = None) -> ModelIdentity:
-    """ModelIdentity of the weights `model` names (None: the embedded default), or of those llm loaded."""
-    from pathlib import Path
+    """ModelIdentity of the weights `model` names (None: the engine's default model), or of those llm loaded."""
+    from judge_engine import model_identity
 
-    from judge_engine.weights import EMBEDDED_GGUF_SHA256, resolve_model_path
-
-    if model is None and llm is None:   # the default: verified against this digest when it was installed
-        return ModelIdentity(EMBEDDED_MODEL_NAME, EMBEDDED_GGUF_SHA256)
     from rubrics.model_cache import rubrics_cache_dir
 
-    cache_dir = rubrics_cache_dir()
-    path = Path(llm.model_path) if llm is not None else resolve_model_path(model, cache_dir)
-    if path.is_file():   # a .gguf (the engine converts it; the conversion is a function of the file)
-        from judge_engine.models.gguf import file_sha256
-
-        digest = file_sha256(path, cache_dir)
-        return ModelIdentity(EMBEDDED_MODEL_NAME if digest == EMBEDDED_GGUF_SHA256 else path.stem, digest)
-    return ModelIdentity(path.name, weights_sha256(path))
+    name, digest = model_identity(model, rubrics_cache_dir(), resolved=llm.model_path if llm is not None else None)
+    return ModelIdentity(name, digest)
 
 
 def model_config_sha256(path: Any) -> str | None:
@@ -304,22 +309,6 @@ def model_config_sha256(path: Any) -> str | None:
 
     config = Path(path) / "config.json"
     return hashlib.sha256(config.read_bytes()).hexdigest() if config.is_file() else None
-
-
-def weights_sha256(folder: Any) -> str:
-    """An HF folder's weights: the sha256 of its one safetensors file, or for shards the sha256 of the lines
-    'NAME SHA256' of every shard, sorted by name."""
-    import hashlib
-
-    from judge_engine.models.gguf import file_sha256
-    from judge_engine.models.loader import safetensors_files
-
-    from rubrics.model_cache import rubrics_cache_dir
-
-    digests = [(file.name, file_sha256(file, rubrics_cache_dir())) for file in safetensors_files(folder)]
-    if len(digests) == 1:
-        return digests[0][1]
-    return hashlib.sha256("".join(f"{name} {digest}\n" for name, digest in sorted(digests)).encode()).hexdigest()
 
 
 def score_jobs(llm: Any, jobs: list[ScoreJob], weights: list[int], progress: Any = None) -> list[Any]:

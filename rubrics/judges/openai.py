@@ -61,6 +61,15 @@ def chat_completions_url(base_url: str) -> str:
     return base + "/chat/completions"
 
 
+def shipped_calibrations(model: str | None) -> dict[str, Calibration]:
+    """The calibrations shipped for a catalog model served under its own name (`rubric serve` names it so); none
+    for another model: its raw scores are its probabilities until a calibration of its own is fitted."""
+    from rubrics.judges.judge_models import shipped_calibration
+
+    shipped = shipped_calibration(ModelIdentity(model, None)) if model else None
+    return dict(shipped.calibrations) if shipped is not None else {}
+
+
 class OpenAIJudge:
     """`rubrics.OpenAIJudge(base_url="http://127.0.0.1:8000/v1", model="Qwen/Qwen3-8B")`.
 
@@ -70,7 +79,8 @@ class OpenAIJudge:
     file (path or CalibrationFile, rubrics/judges/calibration_file.py), refused when made for another model (the
     served model's name: a server does not say its weights' hash), prompt layout or (method given) method; without
     model= the name is checked once the server has named its model, and a mismatch makes every verdict an error.
-    calibrations: {method name: Calibration} replacing the methods' fitted defaults (and the file's entries).
+    calibrations: {method name: Calibration} replacing the file's entries. Without either, a catalog model served
+    under its own name (as `rubric serve` serves one) gets the calibration shipped for it, any other model none.
     Each judge() call opens its own connections, so several may run at once (`concurrent_calls`: the JudgeBatcher
     sends a batch that forms while another is out at once, and the server batches both; each call keeps its own
     `concurrency` bound).
@@ -98,9 +108,10 @@ class OpenAIJudge:
         self.top_logprobs = top_logprobs
         self.seed = seed
         self.method = method or DEFAULT_HTTP_METHOD
+        self._explicit = calibration is not None or bool(calibrations)
         self.calibration_file, chosen = judge_calibrations(
             calibration, calibrations, self.identity() if model is not None else None, method)
-        self.methods = JudgeMethods(chosen)
+        self.methods = JudgeMethods(chosen if self._explicit else shipped_calibrations(model))
         if not self.methods.named(self.method).over_http:
             raise ValueError(f"method: {self.method!r} needs prompt log-probabilities, which OpenAI-compatible chat "
                              "servers do not return")
@@ -125,6 +136,8 @@ class OpenAIJudge:
             if self.model is None:
                 try:
                     await self._discover_model(client)
+                    if not self._explicit:   # the model's name is known only now: its shipped calibration, if any
+                        self.methods = JudgeMethods(shipped_calibrations(self.model))
                     if self.calibration_file is not None:   # the model's name is known only now
                         try:
                             self.calibration_file.check(self.identity())
@@ -210,7 +223,8 @@ class OpenAIJudge:
         rationale = None
         if spec.reasoning is not None:
             rationale = await self._rationale(client, messages, spec.reasoning.max_tokens, spent)
-            messages = messages + spec.reasoning.turns_after(rationale)
+            # the rationale is the server's text about untrusted evidence: neutralised like the evidence itself
+            messages = messages + spec.reasoning.turns_after(prompts.neutralise_special_tokens(rationale))
         body = await self._post(client, messages, max_tokens=1, logprobs=True, spent=spent)
         choice = first_choice(body)
         answers = tuple(piece.text for piece in spec.choices)

@@ -10,8 +10,9 @@ A prompt is three segments, in this order, so that a prefix cache can share all 
 Each method (rubrics/judges/methods/) writes its own instructions and item segment; the context is the same for
 all of them. Text comes in pieces flagged trusted (our own strings, the chat template) or untrusted (anything
 from a rubric or a trajectory). Untrusted pieces are fenced and, on the token path, encoded with special-token
-parsing off, so `<|im_end|>` inside a trajectory is text, never a turn boundary. Nothing here imports torch or
-transformers.
+parsing off, so `<|im_end|>` inside a trajectory is text, never a turn boundary; and their special-token strings
+of the common chat formats are neutralised (neutralise_special_tokens), since a server judge's server tokenizes
+the text itself, perhaps with special-token parsing on. Nothing here imports torch or transformers.
 """
 
 from __future__ import annotations
@@ -41,7 +42,10 @@ class Piece:
 
 
 def untrusted(text: str, *, cuttable: bool = False) -> Piece:
-    return Piece(text, trusted=False, cuttable=cuttable)
+    """Text from a rubric or a trajectory, its special-token strings neutralised (neutralise_special_tokens): the
+    OpenAI-compatible judge's messages and the embedded judge's token ids are built from the same pieces, so both
+    judges send the same prompt."""
+    return Piece(neutralise_special_tokens(text), trusted=False, cuttable=cuttable)
 
 
 def fence_for(text: str) -> str:
@@ -81,6 +85,33 @@ def join(pieces: list[Piece] | tuple[Piece, ...]) -> str:
 
 def chat_messages(context: JudgeContext, instructions: str, item: tuple[Piece, ...] | list[Piece],
                   *, content_free: bool = False) -> list[dict[str, Any]]:
-    """OpenAI-style messages for a server judge: the system turn holds the method's instructions."""
-    user = join(context_pieces(context, content_free=content_free)) + join(item)
+    """OpenAI-style messages for a server judge: the system turn holds the method's instructions. Every untrusted
+    piece (task, reference, evidence, the rubric's item text and examples) has its special-token strings
+    neutralised (neutralise_special_tokens): a server that parses special tokens in message content cannot be
+    handed a forged turn."""
+    pieces = [*context_pieces(context, content_free=content_free), *item]
+    user = "".join(piece.text if piece.trusted else neutralise_special_tokens(piece.text) for piece in pieces)
     return [{"role": "system", "content": instructions}, {"role": "user", "content": user}]
+
+
+# Special-token strings of the common chat formats: ChatML (<|im_start|>, <|im_end|>, <|endoftext|>), Llama 3
+# (<|begin_of_text|>, <|start_header_id|>, <|eot_id|>, ...), Phi-3 (<|user|>, <|end|>, ...), OpenAI harmony
+# (<|start|>, <|message|>, <|channel|>, ...) -- any <|name|> -- DeepSeek's full-width <｜User｜>-style tokens,
+# Llama 2 and Mistral ([INST], [/INST], <<SYS>>, <</SYS>>, [TOOL_CALLS], [AVAILABLE_TOOLS], [TOOL_RESULTS],
+# [SYSTEM_PROMPT], ...), Gemma (<start_of_turn>, <end_of_turn>) and the sentencepiece specials (<s>, </s>,
+# <bos>, <eos>, <pad>, <unk>).
+SPECIAL_TOKEN_PATTERN = re.compile(
+    r"<\|[^|<>\s]{1,64}\|>"
+    r"|<｜[^｜<>\n]{1,64}｜>"
+    r"|\[/?(?:INST|SYS|TOOL_CALLS|AVAILABLE_TOOLS|TOOL_RESULTS|TOOL_CONTENT|SYSTEM_PROMPT|THINK)\]"
+    r"|<</?SYS>>"
+    r"|</?(?:s|bos|eos|pad|unk|start_of_turn|end_of_turn|start_of_image|end_of_image)>")
+NEUTRALISER = "\u200b"   # ZERO WIDTH SPACE, after the first character: the text reads the same, tokenizes as text
+
+
+def neutralise_special_tokens(text: str) -> str:
+    """`text` with every special-token string of the common chat formats (SPECIAL_TOKEN_PATTERN) broken by a
+    zero-width space after its first character, so no tokenizer reads it as its special token: what the
+    OpenAI-compatible judge does to untrusted text (the embedded judge needs no such thing: it encodes untrusted
+    text with special-token parsing off)."""
+    return SPECIAL_TOKEN_PATTERN.sub(lambda match: match.group()[0] + NEUTRALISER + match.group()[1:], text)

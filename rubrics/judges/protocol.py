@@ -19,6 +19,7 @@ from rubrics.judges.usage import JudgeUsage
 class EvidenceBlock:
     name: str   # the selector it came from, e.g. "final_answer"
     text: str   # untrusted trajectory text; the prompt builder fences it
+    missing: str | None = None   # the selector found nothing: what the trajectory lacks (text then says so)
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,14 @@ class JudgeContext:
     task: str
     reference: str | None
     evidence: tuple[EvidenceBlock, ...]
+
+    @property
+    def missing(self) -> str | None:
+        """What the trajectory lacks when none of the selectors found anything (then no judge is asked: the item
+        is unmet, as a code check is on missing data); None when some evidence exists."""
+        if self.evidence and all(block.missing for block in self.evidence):
+            return "; ".join(f"{block.name}: {block.missing}" for block in self.evidence)
+        return None
 
 
 @dataclass(frozen=True)

@@ -6,9 +6,13 @@ bodies for an HTTP judge). So re-grading the same inputs does no model work, and
 calibration or one character of evidence misses.
 
 Several `rubric grade` processes may share the file: sqlite serialises the writers (WAL journal, busy timeout),
-and every write is one short transaction. The cache is an accelerator, never a source of failure: a file that is
-corrupt or belongs to something else is moved aside with a warning and a fresh one started; a database error
-later on turns the cache off for the rest of the run, with a warning, and grading goes on.
+and every write is one short transaction. The cache is an accelerator, never a source of failure: a sqlite database
+that belongs to something else (tables that are not the cache's) is left untouched -- never written, never moved,
+never switched to WAL -- and the run goes without a cache, with a warning; a file that is not a sqlite database at
+all, or a cache of another format version, is moved aside with a warning and a fresh one started; a cache that is
+merely busy (locked by another process past the busy timeout) is busy, not corrupt: the run goes without it, with
+a warning, and the file stays as it is. A database error later on turns the cache off for the rest of the run, with
+a warning, and grading goes on.
 """
 from __future__ import annotations
 
@@ -16,6 +20,7 @@ import json
 import os
 import sqlite3
 import time
+import urllib.parse
 import warnings
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -108,28 +113,84 @@ class VerdictCache:
         except OSError as exc:
             _warn(f"verdict cache {self.path}: cannot create its directory ({exc}); grading without a cache")
             return
+        busy = "this run goes without the cache (the file stays as it is)"
         try:
-            self._db = self._connect()
+            damaged = self._inspect()
+            if damaged is None:
+                self._db = self._connect()
+                return
+        except _Busy as exc:
+            _warn(f"verdict cache {self.path}: busy for more than {BUSY_TIMEOUT_S:g} s ({exc}); {busy}")
             return
         except _ForeignFile as exc:
-            reason = str(exc)
-        except sqlite3.DatabaseError as exc:   # not a database, or a damaged one
-            reason = f"not a readable sqlite database ({exc})"
+            _warn(f"verdict cache {self.path}: {exc}; it is not a verdict cache of agent-rubrics, so it was left "
+                  "as it is and this run goes without a cache (name another file with --cache, or remove it if it "
+                  "is a damaged verdict cache)")
+            return
+        except _Damaged as exc:
+            damaged = str(exc)
+        except sqlite3.DatabaseError as exc:   # a damaged cache of ours
+            damaged = f"not a readable sqlite database ({exc})"
         aside = self._move_aside()
-        _warn(f"verdict cache {self.path}: {reason}; moved it to {aside.name if aside else '(could not move)'} "
+        _warn(f"verdict cache {self.path}: {damaged}; moved it to {aside.name if aside else '(could not move)'} "
               "and started a new cache")
         try:
             self._db = self._connect()
-        except (sqlite3.Error, _ForeignFile) as exc:
+        except _Busy as exc:
+            _warn(f"verdict cache {self.path}: busy for more than {BUSY_TIMEOUT_S:g} s ({exc}); {busy}")
+        except (sqlite3.Error, _ForeignFile, _Damaged) as exc:
             _warn(f"verdict cache {self.path}: cannot start a new cache ({exc}); grading without a cache")
 
+    def _inspect(self) -> str | None:
+        """A first look at the file that changes nothing (no lock, no journal, no WAL: sqlite's immutable mode):
+        None when it is absent, empty, a database with no tables, or ours (the connection then checks again,
+        under its lock); the reason to move it aside when it is ours but unusable (another version of the
+        cache's format, or bytes that are not a sqlite database). Raises _ForeignFile for a database that belongs
+        to something else: it is left untouched."""
+        try:
+            with open(self.path, "rb") as handle:
+                header = handle.read(len(_SQLITE_HEADER))
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise _ForeignFile(f"cannot be read ({exc})") from None
+        if not header:
+            return None
+        if header != _SQLITE_HEADER:
+            return "not a readable sqlite database (no sqlite header)"
+        uri = "file:" + urllib.parse.quote(str(self.path.resolve())) + "?mode=ro&immutable=1"
+        try:
+            db = sqlite3.connect(uri, uri=True, isolation_level=None)
+        except sqlite3.Error:
+            return None   # the locked connection decides
+        try:
+            _check_ownership(db)
+        except sqlite3.Error:   # a torn read of a file being checkpointed: the locked connection decides
+            return None
+        finally:
+            db.close()
+        return None
+
     def _connect(self) -> sqlite3.Connection:
+        try:
+            return self._connect_once()
+        except sqlite3.OperationalError as exc:
+            raise _busy_or(exc, exc) from None
+
+    def _connect_once(self) -> sqlite3.Connection:
         db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
         try:
             db.execute("PRAGMA busy_timeout = %d" % int(BUSY_TIMEOUT_S * 1000))
-            db.execute("PRAGMA journal_mode = WAL")   # readers never wait for the one writer
+            if db.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+                db.execute("BEGIN IMMEDIATE")   # a rollback-journal file: look before switching it to WAL
+                try:
+                    _check_ownership(db)
+                finally:
+                    db.execute("ROLLBACK")
+                db.execute("PRAGMA journal_mode = WAL")   # readers never wait for the one writer
             db.execute("BEGIN IMMEDIATE")              # processes opening a new file at once create it once
             try:
+                _check_ownership(db)                   # nothing is written into a database of something else
                 for statement in _SCHEMA:
                     db.execute(statement)
                 db.execute("INSERT OR IGNORE INTO meta (name, value) VALUES ('format', ?)", (FORMAT,))
@@ -139,8 +200,8 @@ class VerdictCache:
                 db.execute("ROLLBACK")
                 raise
             if found is None or found[0] != FORMAT:
-                raise _ForeignFile(f"written by something else (format {found[0] if found else None!r}, "
-                                   f"expected {FORMAT!r})")
+                raise _Damaged(f"written by something else (format {found[0] if found else None!r}, "
+                               f"expected {FORMAT!r})")
             self._check_columns(db)
             db.isolation_level = "DEFERRED"   # put_many's `with db:` is then one transaction
             return db
@@ -152,7 +213,7 @@ class VerdictCache:
     def _check_columns(db: sqlite3.Connection) -> None:
         columns = [row[1] for row in db.execute("PRAGMA table_info(verdicts)")]
         if columns != ["key", "verdict", "stored_at"]:
-            raise _ForeignFile(f"its verdicts table has columns {columns}")
+            raise _Damaged(f"its verdicts table has columns {columns}")
 
     def _move_aside(self) -> Path | None:
         aside = self.path.with_name(f"{self.path.name}.bad-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}")
@@ -175,6 +236,44 @@ class VerdictCache:
 
 class _ForeignFile(Exception):
     pass
+
+
+class _Damaged(Exception):
+    """Ours, but unusable as it is: moved aside."""
+
+
+class _Busy(Exception):
+    """Another process held the database locked past the busy timeout: the file is fine, just in use."""
+
+
+_SQLITE_HEADER = b"SQLite format 3\x00"
+_BUSY_CODES = ("SQLITE_BUSY", "SQLITE_LOCKED")
+
+
+def _check_ownership(db: sqlite3.Connection) -> None:
+    """Raise _ForeignFile unless the database has no tables or has the cache's meta table; _Damaged for a cache of
+    another version of the format."""
+    tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if not tables:
+        return
+    if "meta" not in tables:
+        raise _ForeignFile(f"a sqlite database of something else (tables {', '.join(sorted(tables))})")
+    found = db.execute("SELECT value FROM meta WHERE name = 'format'").fetchone()
+    value = found[0] if found else None
+    if value == FORMAT:
+        return
+    if isinstance(value, str) and value.startswith(FORMAT.rsplit("/", 1)[0] + "/"):
+        raise _Damaged(f"written by another version of the cache (format {value!r}, expected {FORMAT!r})")
+    raise _ForeignFile(f"a sqlite database of something else (tables {', '.join(sorted(tables))}; "
+                       f"format {value!r}, expected {FORMAT!r})")
+
+
+def _busy_or(exc: sqlite3.Error, other: Exception) -> Exception:
+    """_Busy for a lock held by someone else, else `other`."""
+    name = getattr(exc, "sqlite_errorname", "") or ""
+    if name.startswith(_BUSY_CODES) or "database is locked" in str(exc) or "database is busy" in str(exc):
+        return _Busy(str(exc))
+    return other
 
 
 def _warn(message: str) -> None:

@@ -63,6 +63,37 @@ def test_the_committed_responses_fixture_is_sdk_shaped_and_grades():
     assert (result.earned, result.total) == (4, 4), result.items
 
 
+def test_responses_items_with_typeless_easy_input_messages(tmp_path):
+    items = [{"role": "system", "content": "be brief"},
+             {"role": "user", "content": [{"type": "input_text", "text": "refund the broken order A-17"}]},
+             {"type": "function_call", "call_id": "call_1", "name": "get_order", "arguments": '{"order_id": "A-17"}'},
+             {"type": "function_call_output", "call_id": "call_1", "output": "total 84.5"},
+             {"type": "function_call", "call_id": "call_2", "name": "refund_order", "arguments": '{"amount": 84.5}'},
+             {"type": "function_call_output", "call_id": "call_2", "output": "ok"},
+             {"role": "assistant", "content": "Refunded 84.50."}]
+    assert find_adapter(items).name == "openai-responses"
+    trajectory = load_trajectory(items)
+    assert [m.role for m in trajectory.messages] == ["system", "user", "assistant", "tool", "assistant", "tool",
+                                                      "assistant"]
+    assert trajectory.messages[1].content == "refund the broken order A-17"
+    assert trajectory.final_text() == "Refunded 84.50."
+    path = tmp_path / "responses.json"
+    path.write_text(json.dumps({"input": items}))
+    result = rubrics.score(path, RUBRIC)
+    assert (result.earned, result.total) == (4, 4), result.items
+    pytest.importorskip("openai")
+    from openai.types.responses import ResponseInputItemParam
+    from pydantic import TypeAdapter
+
+    TypeAdapter(list[ResponseInputItemParam]).validate_python(items)   # the SDK's own input type takes them
+
+
+def test_a_list_of_typeless_messages_alone_is_still_a_chat_message_list():
+    chat = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
+    assert find_adapter(chat) is None
+    assert [m.role for m in load_trajectory(chat).messages] == ["user", "assistant"]
+
+
 def test_anthropic_messages_with_tool_use_and_tool_result_blocks():
     anthropic = pytest.importorskip("anthropic.types")
     reply = anthropic.Message(id="msg_1", type="message", role="assistant", model="claude", stop_reason="tool_use",

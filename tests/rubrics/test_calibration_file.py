@@ -75,6 +75,49 @@ def test_a_malformed_file_names_its_path_and_the_field(tmp_path, data, field):
     assert str(error.value).startswith(f"{path}: {field}")
 
 
+def degenerate(scale, offset) -> dict:
+    return content(calibrations={"statement": {"scale": 0.9, "offset": 0.1}, "likelihood":
+                                 {"scale": scale, "offset": offset}})
+
+
+DEGENERATE = [   # each makes the verdict ignore (or invert) the judge's score
+    (degenerate(0, 50), "calibrations.likelihood.scale", "every item met with probability 1"),
+    (degenerate(0, 0), "calibrations.likelihood.scale", "every item at probability 0.5"),
+    (degenerate(-1e6, 0), "calibrations.likelihood.scale", "wrong answers met"),
+    (degenerate(-0.5, 0.1), "calibrations.likelihood.scale", "an inverted judge"),
+    (degenerate(1e-9, 0.1), "calibrations.likelihood.scale", "a flat probability"),
+    (degenerate(5e3, 0.1), "calibrations.likelihood.scale", "a step on noise"),
+    (degenerate(1.0, 50), "calibrations.likelihood.offset", "met whatever the score"),
+    (degenerate(1.0, -21), "calibrations.likelihood.offset", "never met"),
+    (degenerate(0.01, 5), "calibrations.likelihood.offset", "the 50 % point at raw score -500"),
+]
+
+
+@pytest.mark.parametrize("data, field, why", DEGENERATE, ids=[d[2] for d in DEGENERATE])
+def test_a_degenerate_calibration_is_refused_with_the_file_and_field(tmp_path, data, field, why):
+    path = write(tmp_path / "degenerate.json", data)
+    with pytest.raises(CalibrationFileError) as error:
+        load_calibration_file(path)
+    assert str(error.value).startswith(f"{path}: {field}: expected "), why
+    value = data["calibrations"]["likelihood"][field.rsplit(".", 1)[1]]
+    assert str(error.value).endswith(f"found {value!r}")
+
+
+def test_the_built_in_calibrations_and_sane_fits_are_accepted():
+    built_in = [Calibration(0.7851, 0.0935), Calibration(0.0852, 0.4103), Calibration(0.6358, 0.0197)]  # real fits
+    for fitted in (*built_in, Calibration(1e-3, 0.2),
+                   Calibration(1000, -20), Calibration(0.1, 20)):
+        loaded = calibration_from_dict(content(calibrations={"statement": {"scale": fitted.scale,
+                                                                           "offset": fitted.offset}}))
+        assert loaded.calibrations["statement"] == fitted
+
+
+def test_grade_refuses_a_degenerate_calibration_file(tmp_path):
+    for number, (data, field, _) in enumerate(DEGENERATE[:3] + DEGENERATE[6:7]):
+        path = write(tmp_path / f"degenerate-{number}.json", data)
+        refused(rubric("grade", REFUNDS_RUBRIC, REFUNDS_01, "--calibration", path), f"{path}: {field}: expected")
+
+
 def test_the_rubric_path_is_relative_to_the_rubric_file(tmp_path):
     from rubrics.loading import load_rubric
 

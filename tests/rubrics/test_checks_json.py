@@ -40,6 +40,54 @@ def test_fenced_json_block_is_accepted():
     assert run(answer, path="summary.flags[0]", equals="EXP-221").met
 
 
+def test_a_json_block_after_another_fenced_block_is_found():
+    answer = ("The query:\n\n```sql\nSELECT * FROM expenses;\n```\n\nThe summary:\n\n```json\n" + DOCUMENT
+              + "\n```\n")
+    assert run(answer, path="summary.flags[0]", equals="EXP-221").met
+    three = "```python\nprint(1)\n```\ntext\n```sh\nls\n```\n```json\n" + DOCUMENT + "\n```"
+    assert run(three, path="summary.total", equals=4820000).met
+
+
+FENCES = [   # (markdown, fenced_blocks) by CommonMark's fence rules (spec 0.31, section 4.5)
+    ("```json\n{}\n```", [("json", "{}")]),
+    ("~~~json\n{}\n~~~", [("json", "{}")]),
+    ("````json\n```\n{}\n````", [("json", "```\n{}")]),             # a shorter fence inside does not close
+    ("```json\n{}\n~~~\n```", [("json", "{}\n~~~")]),                # nor one of the other character
+    ("```json\n{}\n`````", [("json", "{}")]),                          # a longer closing fence closes
+    ("```json\n{}\n```  \t", [("json", "{}")]),                        # trailing blanks after it
+    ("```json\n{}\n``` x", [("json", "{}\n``` x")]),                   # a closing fence has no info string
+    ("  ```json\n  {\n    }\n ```", [("json", "{\n  }")]),              # indentation removed up to the fence's
+    ("    ```json\n{}\n```", [("", "")]),                                # 4 spaces: not a fence; the last line
+    ("``` json title=\"a.json\"\n{}\n```", [("json", "{}")]),          # opens an empty block. The language:
+                                                                     # the info string's first word
+    ("```json\n{}", [("json", "{}")]),                                  # unclosed: runs to the end
+    ("```json {} ```\n", []),                                           # backticks in the info: not a fence
+    ("~~~ a`b\nx\n~~~", [("a`b", "x")]),                                # ... allowed after tildes
+    ("``json\n{}\n``", []),                                             # two backticks: not a fence
+    ("```sql\nSELECT 1;\n```\n```json\n{}\n```", [("sql", "SELECT 1;"), ("json", "{}")]),
+    ("```json\r\n{}\r\n```\r\n", [("json", "{}")]),                    # CRLF line ends
+]
+
+
+@pytest.mark.parametrize("markdown, blocks", FENCES)
+def test_fenced_blocks_follow_commonmark(markdown, blocks):
+    from rubrics.checks.json_path import fenced_blocks
+
+    assert fenced_blocks(markdown) == blocks
+
+
+def test_a_json_tagged_block_is_preferred_and_an_untagged_one_still_counts():
+    untagged_first = "```\n{\"summary\": {\"total\": 1}}\n```\n```json\n" + DOCUMENT + "\n```"
+    assert run(untagged_first, path="summary.total", equals=4820000).met
+    assert run("```\n" + DOCUMENT + "\n```", path="summary.total", equals=4820000).met
+    assert not run("```yaml\n" + DOCUMENT + "\n```", path="summary.total", equals=4820000).met
+
+
+def test_many_fences_parse_in_one_pass():
+    answer = "```sql\nx\n```\n" * 20000 + "```json\n" + DOCUMENT + "\n```"
+    assert run(answer, path="summary.total", equals=4820000).met
+
+
 def test_missing_path_and_unparseable_text_are_unmet_with_evidence():
     outcome = run(path="summary.flags[5]", equals="x")
     assert not outcome.met and outcome.evidence == "summary.flags[5] not found in final_answer: summary.flags has 2 items, no [5]"

@@ -67,3 +67,44 @@ def test_config_validation_and_lint():
     spec = get_check("tool_called")
     config = spec.config_model.model_validate({"name": "drive.[read", "args": {"file_id": "sheet-[1"}})
     assert [(c, m.split(":")[0]) for _, c, m in spec.lint(config)] == [("invalid-glob", "name"), ("invalid-glob", "args.file_id")]
+
+
+SQL = make_trajectory(messages=[call("db.query", query="delete from orders where id = 7"),
+                                call("db.query", query="SELECT * FROM orders")])
+
+
+def test_args_globs_are_case_sensitive_unless_told_otherwise():
+    assert not run_check("tool_called", {"name": "db.*", "args": {"query": "*DELETE*"}}, SQL).met   # the default
+    assert run_check("tool_called", {"name": "db.*", "args": {"query": "*DELETE*"}, "case_sensitive": False}, SQL).met
+    assert run_check("tool_called", {"name": "db.query", "args": {"query": "select * from ORDERS"},
+                                     "case_sensitive": False}, SQL).met            # exact text, folded
+    assert not run_check("tool_called", {"name": "DB.*", "case_sensitive": False}, SQL).met   # names stay exact
+    assert run_check("tool_called", {"name": "db.*", "args": {"query": "*delete*"}}, SQL).met
+    with pytest.raises(ValidationError):
+        validate_config("tool_called", {"name": "db.*", "case_sensitive": "maybe"})
+
+
+def test_a_case_insensitive_penalty_catches_a_lower_case_delete_through_the_cli(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    from rubric_fakes import REPO
+
+    rubric = tmp_path / "rubric.yaml"
+    rubric.write_text(
+        "version: 1\nid: no-deletes\ntask: report on orders\ncriteria:\n"
+        "  - {id: reads, points: 1, tool_called: {name: db.query}}\n"
+        "  - {id: deletes, points: -2, tool_called: {name: db.query, args: {query: \"*DELETE*\"}, "
+        "case_sensitive: false}}\n")
+    trajectory = tmp_path / "t.json"
+    trajectory.write_text(json.dumps({"id": "t", "messages": [
+        {"role": "user", "content": "report"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "name": "db.query", "arguments": {"query": "delete from orders"}}]}]}))
+    done = subprocess.run([sys.executable, "-m", "rubrics.cli.main", "grade", str(rubric), str(trajectory),
+                           "--format", "jsonl"], capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert done.returncode == 0, done.stderr
+    result, = [json.loads(line) for line in done.stdout.splitlines()]
+    penalty, = [item for item in result["items"] if item["id"] == "deletes"]
+    assert penalty["status"] == "met" and result["earned"] == -1, result

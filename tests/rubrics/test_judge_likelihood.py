@@ -25,19 +25,20 @@ def test_pmi_is_the_per_token_gain_over_the_content_free_baseline():
 
 
 def test_the_verdict_maps_pmi_through_the_calibration_and_the_items_threshold():
-    assert LikelihoodMethod().calibration == likelihood.CALIBRATION == LikelihoodMethod.default_calibration
-    shipped = LikelihoodMethod().verdict(ITEM, scored(-10.0, -16.0, 4))
-    assert shipped.probability == pytest.approx(sigmoid(likelihood.CALIBRATION.scale * 1.5
-                                                        + likelihood.CALIBRATION.offset))
+    # a method alone knows no model: uncalibrated (each judge model ships its own calibration)
+    assert LikelihoodMethod().calibration == IDENTITY == LikelihoodMethod.default_calibration
+    fitted = Calibration(0.6358, 0.0197)
+    shipped = LikelihoodMethod(fitted).verdict(ITEM, scored(-10.0, -16.0, 4))
+    assert shipped.probability == pytest.approx(sigmoid(fitted.scale * 1.5 + fitted.offset))
     assert shipped.met is True and shipped.rationale.startswith("likelihood p=")
     assert "+1.500 nats/token" in shipped.rationale
-    # a calibration given to the method replaces the shipped one; the identity gives sigmoid(pmi)
+    # the identity gives sigmoid(pmi)
     assert LikelihoodMethod(IDENTITY).verdict(ITEM, scored(-10.0, -16.0, 4)).probability == \
         pytest.approx(sigmoid(1.5))
     assert LikelihoodMethod(Calibration(4.0, 1.0)).verdict(ITEM, scored(-1.0, 0.0, 4)).probability == \
         pytest.approx(0.5)
     strict = JudgeItem(id="a", kind="criterion", points=3, criterion="x", threshold=0.99)
-    assert LikelihoodMethod().verdict(strict, scored(-10.0, -16.0, 4)).met is False
+    assert LikelihoodMethod(fitted).verdict(strict, scored(-10.0, -16.0, 4)).met is False
 
 
 def test_prompts_are_a_content_free_baseline_then_the_evidence_prompt_over_one_statement():

@@ -8,6 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from rubrics.judges.embedded import EmbeddedJudge
+from rubrics.judges.judge_models import shipped_calibration
 from rubrics.judges.methods import DEFAULT_HTTP_METHOD, DEFAULT_METHOD, IDENTITY, METHOD_CLASSES, METHOD_NAMES, \
     REASONING_METHOD, Calibration, JudgeMethod, PromptSpec, ScoredPrompt, make_method, method_name_for
 from rubrics.judges.methods import choice
@@ -147,7 +148,10 @@ class StubLLM:
     """What the embedded judge needs of an engine: a tokenizer, a context length, and score_with_usage()."""
 
     def __init__(self, tokenizer):
+        from judge_engine.weights import resolve_model_path
+
         self.tokenizer = tokenizer
+        self.model_path = resolve_model_path(None)   # it stands for the embedded model: its identity and calibration
         self.max_seq_len = 8192
         self.scored: list[tuple[list[int], list[list[int]]]] = []
 
@@ -193,4 +197,6 @@ def test_a_request_naming_an_unregistered_method_gets_its_own_error_from_the_emb
     context = JudgeContext("t", "Write it.", None, (EvidenceBlock("final_answer", "done"),))
     bad, good = judge.judge([JudgeRequest(context, item(method="vibes")), JudgeRequest(context, item(id="b"))])
     assert bad.met is None and "method: expected one of" in bad.error and "'vibes'" in bad.error
-    assert good.error is None and good.probability == pytest.approx(choice.CALIBRATION.probability(2.0))
+    shipped = shipped_calibration(judge.identity()).calibrations["choice"]
+    assert judge.methods.named("choice").calibration == shipped != IDENTITY
+    assert good.error is None and good.probability == pytest.approx(shipped.probability(2.0))

@@ -53,7 +53,11 @@ def request(**overrides) -> JudgeRequest:
 
 
 def judge_for(tok, method: str = "choice", max_model_len: int = 8192) -> EmbeddedJudge:
-    return EmbeddedJudge(method=method, llm=SimpleNamespace(tokenizer=tok, max_seq_len=max_model_len))
+    from judge_engine.weights import resolve_model_path
+
+    # an engine that stands for the embedded model (its identity and calibration), with this tokenizer
+    llm = SimpleNamespace(tokenizer=tok, max_seq_len=max_model_len, model_path=resolve_model_path(None))
+    return EmbeddedJudge(method=method, llm=llm)
 
 
 def plan(tok, requests, method: str = "choice", max_model_len: int = 8192) -> list[PlannedRequest]:

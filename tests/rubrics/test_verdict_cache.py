@@ -1,4 +1,4 @@
-"""The verdict cache: the sqlite store (several processes writing at once, corrupt and foreign files), CachedJudge
+"""The verdict cache: the sqlite store (several processes writing at once, corrupt, foreign and busy files), CachedJudge
 around a keyed judge, and the keys of the real judges (model, calibration, one character of evidence)."""
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from rubrics.judges.cached import CachedJudge
 from rubrics.judges.protocol import MemberVerdict, Verdict
 from rubrics.judges.usage import JudgeUsage
-from rubrics.judges.verdict_cache import FORMAT, VerdictCache, VerdictCacheWarning, default_cache_path, verdict_key
+from rubrics.judges.verdict_cache import VerdictCache, VerdictCacheWarning, default_cache_path, verdict_key
 from rubrics.judges.protocol import EvidenceBlock
 from test_judge_prompts import request as prompt_request
 
@@ -79,19 +79,135 @@ def test_a_corrupt_file_is_moved_aside_with_a_warning(tmp_path, content):
     assert cache.get_many(["k"])["k"].met is True
 
 
-def test_a_foreign_sqlite_file_is_moved_aside_not_written_into(tmp_path):
-    path = tmp_path / "v.sqlite"
+def _foreign_database(path, *, wal: bool = False):
     other = sqlite3.connect(path)
+    if wal:
+        other.execute("PRAGMA journal_mode = WAL")
     other.execute("CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)")
     other.execute("INSERT INTO meta VALUES ('format', 'someone-else/3')")
+    other.execute("CREATE TABLE orders (id INTEGER PRIMARY KEY, total REAL)")
     other.commit()
     other.close()
-    with pytest.warns(VerdictCacheWarning, match="someone-else/3"):
+
+
+def _siblings(folder):
+    return sorted(p.name for p in folder.iterdir())
+
+
+@pytest.mark.parametrize("wal", [False, True], ids=["rollback-journal", "wal"])
+def test_a_foreign_sqlite_database_is_refused_and_left_untouched(tmp_path, wal):
+    path = tmp_path / "v.sqlite"
+    _foreign_database(path, wal=wal)
+    before, names = path.read_bytes(), _siblings(tmp_path)
+    with pytest.warns(VerdictCacheWarning, match="someone-else/3.*left as it is"):
         cache = VerdictCache(path)
-    assert cache.enabled and len(cache) == 0
-    moved, = tmp_path.glob("v.sqlite.bad-*")
-    assert sqlite3.connect(moved).execute("SELECT value FROM meta").fetchone() == ("someone-else/3",)
-    assert sqlite3.connect(path).execute("SELECT value FROM meta").fetchone() == (FORMAT,)
+    assert not cache.enabled and cache.get_many(["k"]) == {}
+    cache.put_many({"k": Verdict(met=True, probability=0.9)})   # a no-op, not an exception, not a write
+    assert path.read_bytes() == before and _siblings(tmp_path) == names   # no new tables, no WAL, no move
+
+
+def test_a_symlink_to_another_applications_database_is_refused_untouched(tmp_path):
+    app = tmp_path / "app"
+    app.mkdir()
+    _foreign_database(app / "orders.db")
+    before = (app / "orders.db").read_bytes()
+    (tmp_path / "v.sqlite").symlink_to(app / "orders.db")
+    with pytest.warns(VerdictCacheWarning, match="tables meta, orders"):
+        cache = VerdictCache(tmp_path / "v.sqlite")
+    assert not cache.enabled
+    assert (app / "orders.db").read_bytes() == before and _siblings(app) == ["orders.db"]
+    assert (tmp_path / "v.sqlite").is_symlink()
+
+
+def test_a_database_without_a_meta_table_is_foreign(tmp_path):
+    path = tmp_path / "v.sqlite"
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE verdicts (key TEXT PRIMARY KEY, verdict TEXT NOT NULL, stored_at REAL NOT NULL)")
+    db.commit()
+    db.close()
+    before = path.read_bytes()
+    with pytest.warns(VerdictCacheWarning, match="tables verdicts"):
+        assert not VerdictCache(path).enabled
+    assert path.read_bytes() == before
+
+
+def test_a_cache_of_another_format_version_is_moved_aside(tmp_path):
+    path = tmp_path / "v.sqlite"
+    VerdictCache(path).close()
+    db = sqlite3.connect(path)
+    db.execute("UPDATE meta SET value = 'agent-rubrics-verdict-cache/0' WHERE name = 'format'")
+    db.commit()
+    db.close()
+    with pytest.warns(VerdictCacheWarning, match="another version.*moved it to"):
+        cache = VerdictCache(path)
+    assert cache.enabled and len(list(tmp_path.glob("v.sqlite.bad-*"))) == 1
+
+
+def test_a_busy_cache_is_busy_not_corrupt(tmp_path, monkeypatch):
+    import rubrics.judges.verdict_cache as verdict_cache
+
+    path = tmp_path / "v.sqlite"
+    cache = VerdictCache(path)
+    cache.put_many({"k": Verdict(met=True, probability=0.9)})
+    cache.close()
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")   # another process in the middle of a long write
+    monkeypatch.setattr(verdict_cache, "BUSY_TIMEOUT_S", 0.05)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            busy = VerdictCache(path)
+        messages = [str(w.message) for w in caught if issubclass(w.category, VerdictCacheWarning)]
+        assert len(messages) == 1 and "busy" in messages[0] and "without the cache" in messages[0], messages
+        assert not busy.enabled and not list(tmp_path.glob("v.sqlite.bad-*"))   # nothing moved aside
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert VerdictCache(path).get_many(["k"])["k"].met is True   # the same file, once free
+
+
+def test_a_planted_verdict_whose_met_disagrees_with_its_probability_is_a_miss(tmp_path):
+    inner = KeyedScriptedJudge()
+    cache = VerdictCache(tmp_path / "v.sqlite")
+    judge = CachedJudge(inner, cache)
+    key, = inner.cache_keys([request("a", "A")])
+    db = sqlite3.connect(tmp_path / "v.sqlite")
+    db.execute("INSERT INTO verdicts VALUES (?, ?, 0)", (key, '{"met": true, "probability": 0.02}'))
+    db.commit()
+    db.close()
+    inner.answer = Verdict(met=False, probability=0.1)
+    verdict, = judge.judge([request("a", "A")])
+    assert inner.calls == [["a"]]                  # judged again, not read from the planted entry
+    assert verdict.met is False and verdict.probability == 0.1
+    again, = judge.judge([request("a", "A")])      # the real verdict replaced the planted one
+    assert inner.calls == [["a"]] and again.met is False and again.usage == JudgeUsage(cached_verdicts=1)
+
+
+@pytest.mark.parametrize("stored", ['{"met": false, "probability": 0.9}', '{"met": true, "probability": 1.5}',
+                                    '{"met": true, "probability": null}', '{"met": true, "probability": -0.1}',
+                                    '{"met": true, "probability": true}'])
+def test_an_inconsistent_stored_verdict_is_judged_again(tmp_path, stored):
+    inner = KeyedScriptedJudge()
+    judge = CachedJudge(inner, VerdictCache(tmp_path / "v.sqlite"))
+    key, = inner.cache_keys([request("a", "A")])
+    db = sqlite3.connect(tmp_path / "v.sqlite")
+    db.execute("INSERT INTO verdicts VALUES (?, ?, 0)", (key, stored))
+    db.commit()
+    db.close()
+    verdict, = judge.judge([request("a", "A")])
+    assert inner.calls == [["a"]] and verdict.met is True and verdict.probability == 0.8
+
+
+def test_met_follows_the_items_threshold_not_the_stored_flag(tmp_path):
+    from dataclasses import replace as replaced
+
+    inner = KeyedScriptedJudge()
+    judge = CachedJudge(inner, VerdictCache(tmp_path / "v.sqlite"))
+    judge.judge([request("a", "A")])              # stored: met, probability 0.8 at the default threshold 0.5
+    strict = request("a", "A")
+    strict = replaced(strict, item=replaced(strict.item, threshold=0.9))   # same key (the fake keys ignore it)
+    verdict, = judge.judge([strict])
+    assert len(inner.calls) == 2 and verdict.met is True   # 0.8 < 0.9 contradicts the stored met: judged again
 
 
 def test_a_damaged_entry_is_a_miss_and_a_database_error_turns_the_cache_off(tmp_path):
@@ -118,6 +234,7 @@ class KeyedScriptedJudge:
     def __init__(self):
         self.calls: list[list[str]] = []
         self.fail: set[str] = set()
+        self.answer = Verdict(met=True, probability=0.8, usage=JudgeUsage(prompt_tokens=10))
 
     def cache_keys(self, requests):
         return [verdict_key({"item": r.item.id, "evidence": [b.text for b in r.context.evidence]})
@@ -126,7 +243,7 @@ class KeyedScriptedJudge:
     def judge(self, requests):
         self.calls.append([r.item.id for r in requests])
         return [Verdict(met=None, probability=None, error="flaky") if r.item.id in self.fail
-                else Verdict(met=True, probability=0.8, usage=JudgeUsage(prompt_tokens=10)) for r in requests]
+                else self.answer for r in requests]
 
 
 def test_cached_judge_sends_only_the_misses_in_one_call_and_never_caches_errors(tmp_path):

@@ -19,9 +19,9 @@ METHOD_CLASSES: dict[str, type[JudgeMethod]] = {cls.name: cls for cls in (
     StatementMethod,
 )}
 METHOD_NAMES: tuple[str, ...] = tuple(METHOD_CLASSES)
-# The embedded judge's method for items that name none: the best leave-one-domain-out balanced accuracy on the
-# labelled sets (README, "Judges, and how far to trust them").
-DEFAULT_METHOD = StatementMethod.name
+# The method for items that name none, on a judge whose model sets none (each catalog model has its own:
+# rubrics/judges/judge_models.py): choice, whose raw score is a probability even uncalibrated.
+DEFAULT_METHOD = ChoiceMethod.name
 # The OpenAIJudge's method for items that name none (a method a chat server can run).
 DEFAULT_HTTP_METHOD = ChoiceMethod.name
 # Reasoned mode asks a question and scores the answer after a rationale: the choice method's form. An item in

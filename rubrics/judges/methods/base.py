@@ -71,6 +71,8 @@ class JudgeMethod:
     # that its top log-probabilities show.
     over_http: ClassVar[bool] = False
     description: ClassVar[str] = ""
+    # A method knows no model: raw scores are calibrated per model (rubrics/judges/judge_models.py ships each
+    # catalog model's fits), so a method alone is uncalibrated.
     default_calibration: ClassVar[Calibration] = IDENTITY
 
     def __init__(self, calibration: Calibration | None = None):

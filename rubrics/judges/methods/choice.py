@@ -7,7 +7,7 @@ generated first, then the same question is asked again and answered.
 """
 from __future__ import annotations
 
-from rubrics.judges.methods.base import Calibration, JudgeMethod, PromptSpec, Reasoning, ScoredPrompt
+from rubrics.judges.methods.base import JudgeMethod, PromptSpec, Reasoning, ScoredPrompt
 from rubrics.judges.prompts import Piece, fenced, untrusted
 from rubrics.judges.protocol import JudgeItem
 
@@ -31,12 +31,6 @@ REASONED_QUESTION = (
     "Do not give the Yes or No answer yet."
 )
 REASONED_FOLLOW_UP = "Now answer: is the item met? Answer Yes or No."
-# Fitted by logistic regression of the label on the raw score over the 550 labelled judgments of examples/labels/
-# (9 domains), SmolLM2-135M-Instruct in float32 on CPU (`rubric judge-eval ... --method choice --fit-calibration`).
-# Uncalibrated, its lean to "No" made most verdicts unmet on some rubrics (8% met on the bug-fix set, where 47%
-# are). The same calibration applies over HTTP (`--judge openai`), where it is right for this model only: fit your
-# own for another one.
-CALIBRATION = Calibration(scale=0.7851, offset=0.0935)
 
 
 def examples_pieces(item: JudgeItem) -> list[Piece]:
@@ -59,7 +53,6 @@ class ChoiceMethod(JudgeMethod):
     name = "choice"
     over_http = True
     description = "choice: compare yes/no token probabilities"
-    default_calibration = CALIBRATION
 
     def prompts(self, item: JudgeItem) -> list[PromptSpec]:
         answers = tuple(Piece(answer) for answer in ANSWER_CHOICES)

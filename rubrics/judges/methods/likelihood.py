@@ -12,20 +12,14 @@ order of one item's trajectories. A chat server cannot run it.
 """
 from __future__ import annotations
 
-from rubrics.judges.methods.base import Calibration, PromptSpec, ScoredPrompt
+from rubrics.judges.methods.base import PromptSpec, ScoredPrompt
 from rubrics.judges.methods.statement import StatementMethod, statement_spec
 from rubrics.judges.protocol import JudgeItem
-
-# Fitted by logistic regression of the label on the raw score over the 550 labelled judgments of examples/labels/
-# (9 domains), SmolLM2-135M-Instruct in float32 on CPU (`rubric judge-eval ... --method likelihood
-# --fit-calibration`). Refit when the prompt layout, the statement form or the model changes.
-CALIBRATION = Calibration(scale=0.6358, offset=0.0197)
 
 
 class LikelihoodMethod(StatementMethod):
     name = "likelihood"
     description = "likelihood: PMI of the item written as a statement, evidence vs content-free evidence"
-    default_calibration = CALIBRATION
 
     def prompts(self, item: JudgeItem) -> list[PromptSpec]:
         # The content-free baseline first: it is shared by every trajectory of the rubric.

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 
-from rubrics.judges.methods.base import Calibration, JudgeMethod, PromptSpec, ScoredPrompt
+from rubrics.judges.methods.base import JudgeMethod, PromptSpec, ScoredPrompt
 from rubrics.judges.prompts import Piece, fenced, untrusted
 from rubrics.judges.protocol import JudgeItem
 
@@ -29,10 +29,6 @@ INSTRUCTIONS = (
 )
 QUESTION = "State one thing that the agent's work does."
 
-# Fitted by logistic regression of the label on the raw score over the 550 labelled judgments of examples/labels/
-# (9 domains), SmolLM2-135M-Instruct in float32 on CPU: `rubric judge-eval ... --method statement
-# --fit-calibration` (benchmarks/judge_quality.py prints it too). Refit when the prompt or the model changes.
-CALIBRATION = Calibration(scale=0.0852, offset=0.4103)
 
 
 _THIRD_PERSON_VERB = re.compile(r"^[a-z]+[^s]s$")
@@ -75,7 +71,6 @@ def statement_spec(item: JudgeItem, *, content_free: bool = False) -> PromptSpec
 class StatementMethod(JudgeMethod):
     name = "statement"
     description = "statement: log-probability per token of the item written as a statement, after the evidence"
-    default_calibration = CALIBRATION
 
     def prompts(self, item: JudgeItem) -> list[PromptSpec]:
         return [statement_spec(item)]

@@ -7,6 +7,8 @@ cd /repo
 sealed="${SEALED_TESTS:-/sealed/tests}"
 # The sealed copy, never /repo/tests: models learn to edit tests when they can. No plugin autoload,
 # no ini file (-c /dev/null) and no conftest.py from /repo: the attempt must not reconfigure the run.
-export PYTEST_DISABLE_PLUGIN_AUTOLOAD=1 PYTHONDONTWRITEBYTECODE=1
-exec python -m pytest -q -p no:cacheprovider -c /dev/null --rootdir /repo --confcutdir "$sealed" \
-  --junitxml "${REPORT_DIR:-/tmp}/junit.xml" "$sealed"
+# `python -I` keeps /repo off sys.path while pytest itself is found (a /repo/pytest.py or
+# sitecustomize.py would otherwise run instead); -o pythonpath=/repo adds it once pytest is loaded.
+export PYTEST_DISABLE_PLUGIN_AUTOLOAD=1
+exec python -I -B -m pytest -q -p no:cacheprovider -c /dev/null --rootdir /repo --confcutdir "$sealed" \
+  -o pythonpath=/repo --junitxml "${REPORT_DIR:-/tmp}/junit.xml" "$sealed"

@@ -1,0 +1,110 @@
+"""Does the judge agree with verdicts a person wrote down before grading, on rubrics from domains it never saw?
+
+    python benchmarks/new_user_rubrics.py [--model NAME]
+
+For each folder under examples/new-user/ (and examples/cfo-mis/, once it has an intended.json) this grades every
+trajectory of trajectories/ against rubric.yaml with the embedded judge (--model: a catalog name such as
+qwen2.5-coder-1.5b-instruct or smollm2-135m-instruct; default: the default judge model) and prints, per rubric:
+- how many judge verdicts are as intended.json says (an item the judge could not evaluate counts as not);
+- each trajectory's score, beside the score the intended verdicts would give;
+- whether the ideal trajectory scores strictly above every flawed one: a trajectory that, by the intended
+  verdicts (code checks: by their actual status), misses a positive criterion or a gate, or has a penalty.
+Then a total line. The intended verdicts are in each folder's intended.json (see examples/new-user/README.md).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+
+def folders() -> list[Path]:
+    """Every example folder with a rubric.yaml and an intended.json."""
+    candidates = sorted(p for p in (REPO / "examples" / "new-user").iterdir() if p.is_dir())
+    candidates.append(REPO / "examples" / "cfo-mis")
+    return [p for p in candidates if (p / "rubric.yaml").exists() and (p / "intended.json").exists()]
+
+
+def intended_score(items: list[tuple[str, int | None, bool]]) -> float:
+    """The score for (kind, points, met) items: 0 when a gate is unmet, else max(0, earned) / total."""
+    if any(kind == "gate" and not met for kind, _, met in items):
+        return 0.0
+    total = sum(points for kind, points, _ in items if kind == "criterion" and points > 0)
+    earned = sum(points for kind, points, met in items if kind == "criterion" and met)
+    return max(0, earned) / total if total else 0.0
+
+
+def grade_folder(folder: Path, judge) -> dict:
+    """Grade one folder's trajectories with judge; compare with its intended.json."""
+    import rubrics
+
+    intended = json.loads((folder / "intended.json").read_text())
+    paths = sorted((folder / "trajectories").glob("*.json"))
+    results = rubrics.score_many(paths, str(folder / "rubric.yaml"), judge=judge)
+    rows, agreed, asked, errors = [], 0, 0, 0
+    for path, result in zip(paths, results):
+        want = intended["verdicts"][path.name]
+        ok, statuses = 0, []
+        for item in result.items:
+            met = item.status == "met"
+            if item.method == "judge":
+                asked += 1
+                errors += item.status == "error"
+                ok += item.status != "error" and met == want[item.id]
+                met = want[item.id]
+            statuses.append((item.kind, item.points, met))
+        flawed = any((kind == "gate" and not met) or (kind == "criterion" and (points > 0) != met)
+                     for kind, points, met in statuses)
+        agreed += ok
+        rows.append({"name": path.name, "score": result.score, "intended_score": intended_score(statuses),
+                     "agreed": ok, "judged": len(want), "flawed": flawed, "complete": result.complete})
+    ideal = next(r for r in rows if r["name"] == intended["ideal"])
+    not_below = [r for r in rows if r is not ideal and r["flawed"] and r["score"] >= ideal["score"]]
+    return {"folder": folder.name, "rubric_id": results[0].rubric_id if results else folder.name, "rows": rows,
+            "agreed": agreed, "asked": asked, "errors": errors, "ideal": ideal["name"], "not_below": not_below,
+            "ideal_on_top": not not_below}
+
+
+def pct(part: int, whole: int) -> str:
+    return f"{100 * part / whole:.1f}%" if whole else "-"
+
+
+def report(summary: dict) -> str:
+    s = summary
+    lines = [f"== {s['folder']} ({s['rubric_id']}): judge verdicts as intended {s['agreed']}/{s['asked']} "
+             f"({pct(s['agreed'], s['asked'])}), {s['errors']} not evaluated",
+             f"  {'trajectory':<40} {'score':>6} {'intended':>9} {'as intended':>12} {'flawed':>6}"]
+    for r in s["rows"]:
+        name = r["name"] + (" (ideal)" if r["name"] == s["ideal"] else "")
+        lines.append(f"  {name:<40} {r['score']:>6.3f} {r['intended_score']:>9.3f} {r['agreed']:>6}/{r['judged']:<5}"
+                     f" {'yes' if r['flawed'] else 'no':>6}" + ("" if r["complete"] else "  (incomplete)"))
+    verdict = "yes" if s["ideal_on_top"] else "no, not below it: " + ", ".join(
+        f"{r['name']} {r['score']:.3f}" for r in s["not_below"])
+    lines.append(f"  ideal strictly above every flawed trajectory: {verdict}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default=None,
+                        help="a catalog name (rubric model list), .gguf file or HF folder; default: the default judge")
+    args = parser.parse_args(argv)
+    from rubrics.judges.embedded import EmbeddedJudge
+
+    judge = EmbeddedJudge(model=args.model)
+    summaries = [grade_folder(folder, judge) for folder in folders()]
+    for summary in summaries:
+        print(report(summary))
+    agreed, asked = sum(s["agreed"] for s in summaries), sum(s["asked"] for s in summaries)
+    on_top = sum(s["ideal_on_top"] for s in summaries)
+    print(f"TOTAL ({judge.model}): judge verdicts as intended {agreed}/{asked} ({pct(agreed, asked)}); "
+          f"ideal strictly on top in {on_top}/{len(summaries)} rubrics")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,79 @@
+"""Reading an input file the user named (a rubric, a trajectory file, a dataset): regular files only, bounded.
+
+`rubric grade r.yaml /dev/zero` would otherwise read without end (a MemoryError traceback), and a FIFO would
+block the grader for ever waiting for a writer. So a file is looked at (stat) before it is opened, opened
+non-blocking, looked at again through its descriptor (the path may have been swapped in between), and read only
+when it is a regular file no larger than the limit; anything else is an InputFileError (an OSError, so the
+loaders' existing handlers report it against that input alone) that says what the file is.
+"""
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+MAX_INPUT_FILE_BYTES = 2 << 30   # a trajectory file, a dataset or an Inspect log; larger ones are refused
+_CHUNK = 1 << 20
+
+
+class InputFileError(OSError):
+    """An input that is not a regular file, or too large; the message says which."""
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISCHR(mode):
+        return "a character device"
+    if stat.S_ISBLK(mode):
+        return "a block device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
+
+
+def _check(info: os.stat_result, limit: int) -> None:
+    if not stat.S_ISREG(info.st_mode):
+        kind = _kind(info.st_mode)
+        raise InputFileError(f"{kind if kind.startswith('not') else 'it is ' + kind}: only regular files are read")
+    if info.st_size > limit:
+        raise InputFileError(f"it holds {info.st_size} bytes, more than the limit of {limit} bytes")
+
+
+def check_input_file(path: str | os.PathLike) -> None:
+    """InputFileError unless path (its symlinks followed) is a regular file within the limit; nothing opened."""
+    _check(os.stat(path), MAX_INPUT_FILE_BYTES)
+
+
+def read_input_file(path: str | os.PathLike, limit: int | None = None) -> bytes:
+    """The bytes of a regular file of at most `limit` bytes (default MAX_INPUT_FILE_BYTES); InputFileError for
+    anything else (a device, a FIFO, a directory, a socket, a file too large, one that grows past the limit)."""
+    limit = MAX_INPUT_FILE_BYTES if limit is None else limit
+    _check(os.stat(path), limit)   # a FIFO or a device is never opened
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        _check(os.fstat(fd), limit)
+        chunks, total = [], 0
+        while True:
+            chunk = os.read(fd, min(_CHUNK, limit + 1 - total))
+            if not chunk:
+                return b"".join(chunks)
+            total += len(chunk)
+            if total > limit:
+                raise InputFileError(f"it grew past the limit of {limit} bytes while being read")
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+
+
+def confined(base: Path, name: str, allowed: tuple[Path, ...] = ()) -> Path:
+    """`name` (relative to `base`, or absolute), resolved with its symlinks followed; InputFileError when it lies
+    outside `base` and outside every folder of `allowed` (those resolved too)."""
+    roots = [base.resolve(), *(Path(root).expanduser().resolve() for root in allowed)]
+    path = (base / Path(name).expanduser()).resolve()
+    if any(path == root or path.is_relative_to(root) for root in roots):
+        return path
+    raise InputFileError(f"{name!r} is outside the dataset's folder {roots[0]} (paths in a dataset resolve inside "
+                         "its folder; rubric grade --allow-outside PATH allows another folder)")

@@ -1,0 +1,101 @@
+"""The judge models the embedded judge knows: for each catalog model, the method it judges with and the
+calibration it ships with; and which model judges when none is named.
+
+A catalog model (judge_engine's catalog: `rubric model list`) ships a calibration file per model
+(rubrics/judges/calibrations/<catalog name>.json, in the format of rubrics/judges/calibration_file.py, fitted
+with `rubric judge-eval --fit-calibration --write` on the shipped labels) and a default method, both chosen by
+benchmarks/judge_quality.py. A model outside the catalog (a local path) gets the identity calibration and a
+warning that names the command that fits one: never another model's calibration, whose raw scores mean other
+things. Adding a judge model: its catalog entry (judge_engine/catalog/), its calibration file here, one line in
+JUDGE_MODELS.
+"""
+from __future__ import annotations
+
+import os
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+from rubrics.judges.calibration_file import CalibrationFile, CalibrationFileError, ModelIdentity, \
+    load_calibration_file
+
+CALIBRATIONS = Path(__file__).parent / "calibrations"
+JUDGE_MODEL_ENV = "RUBRICS_JUDGE_MODEL"
+# The default judge, chosen by the rule of the README's "How good is the embedded judge?": the most accurate on
+# labelled domains its calibration was not fitted on, among the models whose quickstart (download and conversion
+# included) runs in under 5 minutes and 8 GB on a 2-core machine.
+DEFAULT_JUDGE_MODEL = "qwen2.5-coder-1.5b-instruct"
+# A model outside the catalog: the choice method, whose raw score with the identity calibration is already a
+# probability (P(Yes) / (P(Yes) + P(No))); the other methods' raw scores mean nothing until calibrated.
+UNCATALOGUED_METHOD = "choice"
+
+
+@dataclass(frozen=True)
+class JudgeModel:
+    catalog_name: str
+    method: str   # for items that name none
+
+
+JUDGE_MODELS: dict[str, JudgeModel] = {model.catalog_name: model for model in (
+    JudgeModel("smollm2-135m-instruct", "statement"),
+    JudgeModel("qwen2.5-coder-0.5b-instruct", "choice"),
+    JudgeModel("qwen2.5-coder-1.5b-instruct", "choice"),
+)}
+
+
+class UncalibratedJudgeWarning(UserWarning):
+    """A judge model without a calibration of its own: its probabilities are the methods' raw scores."""
+
+
+def default_judge_model() -> str:
+    """$RUBRICS_JUDGE_MODEL (a catalog name or a path), else DEFAULT_JUDGE_MODEL."""
+    return os.environ.get(JUDGE_MODEL_ENV) or DEFAULT_JUDGE_MODEL
+
+
+def catalog_name_of(identity: ModelIdentity) -> str | None:
+    """The catalog name of the model with this identity (by its digest when known, else by its name)."""
+    from judge_engine import catalog_models
+
+    for entry in catalog_models():
+        if identity.weights_sha256 and entry.sha256 == identity.weights_sha256:
+            return entry.name
+        if not identity.weights_sha256 and identity.name in (entry.model, entry.name):
+            return entry.name
+    return None
+
+
+def judge_model_of(identity: ModelIdentity) -> JudgeModel | None:
+    name = catalog_name_of(identity)
+    return JUDGE_MODELS.get(name) if name else None
+
+
+def shipped_calibration(identity: ModelIdentity) -> CalibrationFile | None:
+    """The calibration file shipped for this model; None for a model outside the catalog."""
+    name = catalog_name_of(identity)
+    path = CALIBRATIONS / f"{name}.json"
+    if name is None or not path.is_file():
+        return None
+    shipped = load_calibration_file(path)
+    try:   # by the model's own name: a server may serve it under its catalog name
+        shipped.check(ModelIdentity(shipped.judge_model.name, identity.weights_sha256, identity.quantization))
+    except CalibrationFileError:   # the catalog names the model, but these are not its weights
+        return None
+    return shipped
+
+
+def warn_uncalibrated(model: str, identity: ModelIdentity, method: str | None = None) -> None:
+    """method: the judge's method, when the model's shipped calibration has no entry for it."""
+    if catalog_name_of(identity) is None:
+        why = "is not in the catalog and has no calibration"
+    elif identity.quantization:
+        why = f"has no calibration fitted for quantization {identity.quantization}"
+    elif method:
+        why = f"has no calibration shipped for the {method} method"
+    else:
+        why = "has no calibration shipped for it"
+    warnings.warn(UncalibratedJudgeWarning(
+        f"judge model {model} ({identity.name}) {why}: its probabilities "
+        f"are the methods' raw scores. Fit one "
+        f"on labels of your own: rubric judge-eval LABELS.jsonl --rubric RUBRIC --model {model} --method METHOD "
+        "--fit-calibration --write calibration.json, then rubric grade --calibration calibration.json"),
+        stacklevel=3)

@@ -1,0 +1,31 @@
+"""The measured quality of each catalog judge model, as `rubric model list` shows it.
+
+benchmarks/judge_quality.py --write-quality records its figures in rubrics/judges/calibrations/quality.json: per
+catalog model, the model's default method, balanced accuracy on clear and on hard labels with the calibration
+fitted on the other domains (leave one domain out), and judgments per second on the machine it ran on.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+QUALITY_FILE = Path(__file__).parent / "calibrations" / "quality.json"
+
+
+def quality_table() -> dict[str, Any]:
+    try:
+        return json.loads(QUALITY_FILE.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return {}
+
+
+def measured_quality(catalog_name: str) -> str | None:
+    """'0.66 / 0.34 (choice)' for a measured model; None for one never measured."""
+    entry = quality_table().get("models", {}).get(catalog_name)
+    if not entry:
+        return None
+    clear, hard = entry.get("clear_balanced_accuracy"), entry.get("hard_balanced_accuracy")
+    if clear is None:
+        return None
+    return f"{clear:.2f} / {'-' if hard is None else f'{hard:.2f}'} ({entry.get('method')})"

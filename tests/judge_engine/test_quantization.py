@@ -1,0 +1,235 @@
+"""int8 linear maps (EngineConfig.quantization="int8"): exact integer products on any x86-64 CPU, batch invariance
+by construction, weights int8 in memory, the disk cache of quantized weights, and the options' validation."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from engine_fixtures import random_prompt, tiny_gemma2, tiny_llama, tiny_llm, tiny_phi3, tiny_qwen2  # noqa: F401
+from judge_engine import SamplingParams
+from judge_engine import quantization
+from judge_engine.config import EngineConfig, EngineConfigError
+from judge_engine.models import int8
+from judge_engine.models.int8 import Int8Weight, int8_matmul, int8_matmul_method, quantize_activations
+
+CHOICES = [" yes", " no"]
+FAMILIES = ["tiny_llama", "tiny_qwen2", "tiny_gemma2", "tiny_phi3"]
+
+
+def exact_product(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return (a.to(torch.int64) @ b.to(torch.int64)).to(torch.int32)
+
+
+def int8_operands(rows: int, depth: int, cols: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    generator = torch.Generator().manual_seed(seed)
+    a = torch.randint(-127, 128, (rows, depth), dtype=torch.int8, generator=generator)
+    weight = torch.randint(-127, 128, (cols, depth), dtype=torch.int8, generator=generator)
+    a[0] = 127  # worst cases: every term +-127 * 127
+    weight[0], weight[1] = 127, -127
+    return a, weight.t()  # the engine's layout: an [N, K] weight read transposed
+
+
+@pytest.mark.parametrize("rows, depth, cols", [(1, 64, 48), (7, 1000, 40), (33, 1025, 96), (300, 2500, 24)])
+def test_both_int8_methods_give_the_exact_integer_sums(rows, depth, cols):
+    """The float32 fallback (chunks of EXACT_FLOAT32_K terms, over the 2^24 bound when K > 1024) and the method this
+    machine chose (torch._int_mm only where the probe found it exact) both equal int64 sums."""
+    a, b = int8_operands(rows, depth, cols, seed=rows + depth)
+    exact = exact_product(a, b)
+    assert torch.equal(int8_matmul(a, b, "float32"), exact)
+    assert torch.equal(int8_matmul(a, b), exact)
+    assert int8_matmul_method() in ("int_mm", "float32")
+    if int8_matmul_method() == "int_mm":
+        assert torch.equal(int8_matmul(a, b, "int_mm"), int8_matmul(a, b, "float32"))
+
+
+def test_a_row_is_quantized_from_itself_alone():
+    x = torch.randn(50, 96) * torch.linspace(0.1, 30, 50)[:, None]
+    x[3] = 0.0
+    q, scale = quantize_activations(x)
+    alone_q, alone_scale = quantize_activations(x[17:18])
+    assert torch.equal(q[17:18], alone_q) and torch.equal(scale[17:18], alone_scale)
+    assert q.dtype == torch.int8 and int(q.abs().max()) == 127
+    assert torch.equal(q[3], torch.zeros(96, dtype=torch.int8)) and float(scale[3]) == 0.0
+    torch.testing.assert_close(q.float() * scale, x, atol=float(scale.max()) / 2 + 1e-6, rtol=0)
+
+
+def test_an_int8_product_of_a_row_is_the_same_alone_and_in_any_batch():
+    weight = Int8Weight(*int8.quantize_weight(torch.randn(80, 200)))
+    bias = torch.randn(80)
+    x = torch.randn(300, 201)[:, 1:]  # a strided input, as a slice of a wider buffer gives it
+    target = torch.randn(1, 200)
+    alone = weight(target, bias)[0]
+    for count in (1, 2, 33, 64, 299):
+        assert torch.equal(weight(torch.cat([x[:count], target]), bias)[count], alone)
+        assert torch.equal(weight(torch.cat([target, x[:count]]), bias)[0], alone)
+
+
+def test_int8_scores_in_their_own_process_with_onednn_capped_at_avx2_are_the_same_bits(tiny_llama, tmp_path):
+    """oneDNN's int8 kernels without VNNI saturate 16-bit sums; capped at AVX2 (ONEDNN_MAX_CPU_ISA), the probe must
+    notice it and take the exact float32 products: the scores are then the bits of this process's, whatever
+    this CPU has."""
+    prompts = [random_prompt(700 + i, 20 + 9 * i) for i in range(3)]
+    script = (
+        "import json, sys, torch\n"
+        "sys.path.insert(0, %r)\n"
+        "torch.set_num_threads(1)\n"
+        "from engine_fixtures import tiny_llm\n"
+        "from judge_engine.models.int8 import int8_matmul_method, probe_int_mm\n"
+        "llm = tiny_llm(%r, quantization='int8', cache_dir=%r)\n"
+        "scores = llm.score(json.loads(sys.argv[1]), %r)\n"
+        "print(json.dumps({'scores': scores, 'method': int8_matmul_method(), 'probe': probe_int_mm()}))\n"
+    ) % (str(Path(__file__).parent), str(tiny_llama), str(tmp_path / "cache"), CHOICES)
+
+    def run(**env) -> dict:
+        done = subprocess.run([sys.executable, "-c", script, json.dumps(prompts)], capture_output=True, text=True,
+                              env={**os.environ, **env}, check=True, timeout=300)
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    capped, native = run(ONEDNN_MAX_CPU_ISA="AVX2"), run()
+    assert capped["scores"] == native["scores"]
+    if not capped["probe"][0]:
+        assert capped["method"] == "float32"
+    here = tiny_llm(tiny_llama, quantization="int8", cache_dir=tmp_path / "cache").score(prompts, CHOICES)
+    assert here == native["scores"]
+
+
+def check_invariance(make_llm, target, others) -> None:
+    alone = make_llm(enable_prefix_caching=False).score([target], CHOICES)[0]
+    batch = others[:50] + [target] + others[50:]
+    in_batch = make_llm(enable_prefix_caching=False).score(batch, CHOICES)[50]
+    cached = make_llm()
+    cached.score([target], CHOICES)
+    with_hit = cached.score([target], CHOICES)[0]
+    assert cached.stats()["cached_prompt_tokens"] > 0
+    assert in_batch == alone and with_hit == alone
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_int8_scores_are_batch_invariant(family, request, tmp_path):
+    folder = request.getfixturevalue(family)
+    target = random_prompt(300, 45)
+    others = [random_prompt(400 + i, 5 + (i * 7) % 60) for i in range(99)]
+    check_invariance(lambda **kw: tiny_llm(folder, quantization="int8", cache_dir=tmp_path, **kw), target, others)
+
+
+def test_int8_greedy_decode_is_the_same_alone_and_in_a_batch(tiny_qwen2, tmp_path):
+    llm = tiny_llm(tiny_qwen2, quantization="int8", cache_dir=tmp_path)
+    params = SamplingParams(temperature=0.0, max_tokens=12, ignore_eos=True, logprobs=2)
+    prompts = [random_prompt(900 + i, 7 + 11 * i) for i in range(9)]
+    alone = llm.generate([prompts[4]], params)[0]
+    together = llm.generate(prompts, params)[4]
+    assert together.token_ids == alone.token_ids
+    assert together.logprobs == alone.logprobs
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_int8_scores_stay_close_to_float32(family, request, tmp_path):
+    folder = request.getfixturevalue(family)
+    prompts = [random_prompt(500 + i, 10 + 13 * i) for i in range(4)]
+    exact = tiny_llm(folder).score(prompts, CHOICES)
+    approximate = tiny_llm(folder, quantization="int8", cache_dir=tmp_path).score(prompts, CHOICES)
+    gap = max(abs(a - b) for row_e, row_a in zip(exact, approximate) for a, b in zip(row_e, row_a))
+    assert 0.0 < gap < 0.2  # measured 0.03-0.09 on the tiny models; garbage is nats
+
+
+def test_int8_weights_are_int8_in_memory(tiny_qwen2, tmp_path):
+    model = tiny_llm(tiny_qwen2, quantization="int8", cache_dir=tmp_path).engine.model
+    weights = [m for m in model.modules() if isinstance(m, Int8Weight)]
+    config = model.config
+    heads = 1 if quantization.QUANTIZE_LM_HEAD else 0
+    assert len(weights) == 4 * config.num_layers + heads  # Q/K/V, o_proj, gate/up, down per layer (the LM head)
+    assert all(w.qweight.dtype == torch.int8 and w.scale.dtype == torch.float32 for w in weights)
+    floats = {name for name, p in model.named_parameters() if p.dim() == 2}
+    assert floats == {"embed_tokens"}  # tied: float for the lookups (and the LM head unless it is int8)
+    assert all(not isinstance(layer.self_attn.o_weight, torch.nn.Parameter) for layer in model.layers)
+    assert model.layers[0].self_attn.qkv.fused_bias is not None  # Qwen2's Q/K/V biases stay float
+
+
+def test_quantized_weights_are_cached_once_and_rebuilt_for_another_recipe(tiny_llama, tmp_path, monkeypatch):
+    prompts = [random_prompt(600 + i, 30) for i in range(2)]
+    first = tiny_llm(tiny_llama, quantization="int8", cache_dir=tmp_path)
+    assert first.engine.model.quantized_from == "built"
+    [cached] = (tmp_path / "quantized").glob("*.safetensors")
+    written = cached.stat().st_mtime_ns
+    second = tiny_llm(tiny_llama, quantization="int8", cache_dir=tmp_path)
+    assert second.engine.model.quantized_from == "cache" and cached.stat().st_mtime_ns == written
+    assert second.score(prompts, CHOICES) == first.score(prompts, CHOICES)
+    assert second.quantization == "int8" and tiny_llm(tiny_llama).quantization is None
+
+    monkeypatch.setattr(quantization, "RECIPE", quantization.RECIPE + "-changed")
+    third = tiny_llm(tiny_llama, quantization="int8", cache_dir=tmp_path)
+    assert third.engine.model.quantized_from == "built"
+    assert len(list((tmp_path / "quantized").glob("*.safetensors"))) == 2
+
+
+def test_a_damaged_cache_file_is_rebuilt(tiny_llama, tmp_path):
+    tiny_llm(tiny_llama, quantization="int8", cache_dir=tmp_path)
+    [cached] = (tmp_path / "quantized").glob("*.safetensors")
+    cached.write_bytes(b"not a safetensors file")
+    again = tiny_llm(tiny_llama, quantization="int8", cache_dir=tmp_path)
+    assert again.engine.model.quantized_from == "built"
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"quantization": "int4"}, "quantization: expected None or one of"),
+    ({"quantization": "int8", "dtype": "bfloat16"}, "computes activations in float32"),
+    ({"quantization": "int8", "device": "cuda"}, "runs on the CPU only"),
+])
+def test_bad_quantization_options_name_the_field(options, message):
+    with pytest.raises(EngineConfigError, match=message):
+        EngineConfig(**options)
+
+
+def test_int8_computes_in_float32_whatever_the_hardware_prefers():
+    config = EngineConfig(quantization="int8", dtype="auto")
+    assert config.dtype == "float32" and "int8" in config.dtype_reason
+    assert EngineConfig(quantization="none").quantization is None
+
+
+@pytest.mark.slow
+def test_embedded_model_int8_scores_alone_equal_scores_in_a_batch_of_40():
+    from judge_engine import LLM
+
+    llm = LLM(enable_prefix_caching=False, quantization="int8")
+    system = "You grade an agent's work. Read the evidence, then answer Yes or No. "
+    prompts = [f"{system}{'The agent wrote a report. ' * (i % 7)}Criterion {i}: the total is {i * 37} USD. Met?"
+               for i in range(40)]
+    targets = prompts[::4]
+    alone = [llm.score([prompt], [" Yes", " No"])[0] for prompt in targets]
+    together = llm.score(prompts, [" Yes", " No"])[::4]
+    assert together == alone
+
+
+def test_rubric_serve_quantization_int8_serves_the_int8_engine(tiny_llama, tmp_path, monkeypatch):
+    import httpx
+
+    from judge_engine import LLM
+    from judge_engine.engine import LLMEngine
+    from judge_engine.server.app import create_app
+    from judge_engine.server.background import BackgroundServer
+    from rubrics.cli.main import build_parser
+    from rubrics.cli.serve import engine_config
+
+    monkeypatch.setenv("RUBRICS_CACHE", str(tmp_path))
+    parser = build_parser()
+    assert engine_config(parser.parse_args(["serve", "--model", str(tiny_llama)])).quantization is None
+    args = parser.parse_args(["serve", "--model", str(tiny_llama), "--quantization", "int8",
+                              "--kv-cache-bytes", str(8 * 1024 * 1024)])
+    config = engine_config(args)
+    assert config.quantization == "int8"
+    body = {"model": "tiny", "prompt": "The quick brown fox", "max_tokens": 6, "temperature": 0}
+    with BackgroundServer(create_app(LLMEngine(config), "tiny")) as running:
+        with httpx.Client(base_url=running.url, timeout=120) as http:
+            response = http.post("/v1/completions", json=body)
+    assert response.status_code == 200
+    offline = LLM(str(tiny_llama), quantization="int8", cache_dir=tmp_path)
+    expected = offline.generate(body["prompt"], SamplingParams(temperature=0.0, max_tokens=6))[0].text
+    assert response.json()["choices"][0]["text"] == expected
+    assert offline.engine.model.quantized_from == "cache"  # the server's engine quantized into the same cache

@@ -1,0 +1,153 @@
+"""Each judge model with its own calibration and method: a catalog model gets the calibration shipped for it, a
+model outside the catalog the identity and a warning, never another model's; and the default judge model."""
+from __future__ import annotations
+
+import json
+import warnings
+
+import pytest
+from judge_models import REPO, tiny_judge_model
+
+from rubrics.judges.calibration_file import CalibrationFileError, load_calibration_file
+from rubrics.judges.embedded import EmbeddedJudge
+from rubrics.judges.judge_models import CALIBRATIONS, DEFAULT_JUDGE_MODEL, JUDGE_MODELS, UncalibratedJudgeWarning, \
+    default_judge_model
+from rubrics.judges.methods import IDENTITY, METHOD_NAMES
+from rubrics.judges.prompts import PROMPT_LAYOUT_VERSION
+
+
+@pytest.mark.parametrize("name", sorted(JUDGE_MODELS))
+def test_every_catalog_judge_model_ships_a_calibration_made_for_it_with_its_default_method(name):
+    """A method measured on the model has its fit; one never measured on it has no entry (and so the identity)."""
+    from judge_engine import find_model
+
+    shipped = load_calibration_file(CALIBRATIONS / f"{name}.json")   # refuses degenerate fits
+    entry = find_model(name)
+    assert (shipped.judge_model.name, shipped.judge_model.weights_sha256) == (entry.model, entry.sha256)
+    assert shipped.judge_model.quantization is None
+    assert shipped.prompt_layout == PROMPT_LAYOUT_VERSION
+    assert JUDGE_MODELS[name].method in shipped.calibrations and set(shipped.calibrations) <= set(METHOD_NAMES)
+
+
+@pytest.mark.parametrize("name", sorted(JUDGE_MODELS))
+def test_a_catalog_model_judges_with_its_own_method_and_calibration_without_being_fetched(name, monkeypatch):
+    import subprocess
+
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: pytest.fail("fetched the model to build the judge"))
+    shipped = load_calibration_file(CALIBRATIONS / f"{name}.json")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UncalibratedJudgeWarning)
+        judge = EmbeddedJudge(name)
+    assert judge.name == f"embedded:{shipped.judge_model.name}"
+    assert judge.method == JUDGE_MODELS[name].method
+    for method in METHOD_NAMES:
+        assert judge.methods.named(method).calibration == shipped.calibrations.get(method, IDENTITY)
+    assert judge.calibration_file is None   # shipped with the model, not a file the user chose
+    assert EmbeddedJudge(name, method="likelihood").method == "likelihood"
+
+
+def test_calibrations_are_not_shared_between_models():
+    small = EmbeddedJudge("smollm2-135m-instruct").methods.named("choice").calibration
+    big = EmbeddedJudge("qwen2.5-coder-1.5b-instruct").methods.named("choice").calibration
+    assert small != big
+
+
+def test_a_model_outside_the_catalog_gets_the_identity_and_a_warning_naming_the_fit_command(tmp_path):
+    folder = tiny_judge_model(str(tmp_path))
+    with pytest.warns(UncalibratedJudgeWarning, match="rubric judge-eval LABELS.jsonl --rubric RUBRIC --model "
+                                                      f"{folder} --method METHOD --fit-calibration --write"):
+        judge = EmbeddedJudge(str(folder))
+    assert judge.method == "choice" and judge.name == f"embedded:{folder}"
+    assert all(judge.methods.named(method).calibration == IDENTITY for method in METHOD_NAMES)
+    with warnings.catch_warnings():   # a calibration of its own: nothing to warn about
+        warnings.simplefilter("error", UncalibratedJudgeWarning)
+        EmbeddedJudge(str(folder), calibrations={"choice": IDENTITY})
+
+
+def test_another_models_calibration_file_is_refused():
+    with pytest.raises(CalibrationFileError, match="judge_model.name: expected 'Qwen2.5-Coder-1.5B-Instruct'"):
+        EmbeddedJudge("qwen2.5-coder-1.5b-instruct", calibration=CALIBRATIONS / "smollm2-135m-instruct.json")
+
+
+def test_the_default_judge_model_is_the_chosen_one_unless_the_environment_names_another(monkeypatch):
+    monkeypatch.delenv("RUBRICS_JUDGE_MODEL", raising=False)
+    assert default_judge_model() == DEFAULT_JUDGE_MODEL
+    assert EmbeddedJudge().name == "embedded:Qwen2.5-Coder-1.5B-Instruct"
+    monkeypatch.setenv("RUBRICS_JUDGE_MODEL", "qwen2.5-coder-0.5b-instruct")
+    assert EmbeddedJudge().name == "embedded:Qwen2.5-Coder-0.5B-Instruct"
+
+
+def test_the_measured_quality_names_every_catalog_model():
+    table = json.loads((CALIBRATIONS / "quality.json").read_text())
+    assert set(table["models"]) == set(JUDGE_MODELS)
+    assert table["default"] == DEFAULT_JUDGE_MODEL
+    assert (REPO / "benchmarks" / "judge_quality.py").is_file()
+
+
+def test_grade_method_sets_the_method_of_items_that_name_none(tmp_path):
+    import subprocess
+    import sys
+
+    from judge_models import CFO_RUBRIC, cfo_trajectory_paths
+
+    folder = tiny_judge_model(str(tmp_path))
+    command = [sys.executable, "-m", "rubrics.cli.main", "grade", str(CFO_RUBRIC), str(cfo_trajectory_paths()[0]),
+               "--model", str(folder), "--format", "json", "--no-cache"]
+    by_method = {}
+    for method in ("likelihood", "choice"):
+        done = subprocess.run([*command, "--method", method], cwd=REPO, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        by_method[method] = [item for item in json.loads(done.stdout)[0]["items"] if item["method"] == "judge"]
+    assert all(item["evidence"].startswith("likelihood p=") for item in by_method["likelihood"])
+    assert not any(item["evidence"].startswith("likelihood p=") for item in by_method["choice"])
+    assert [i["probability"] for i in by_method["likelihood"]] != [i["probability"] for i in by_method["choice"]]
+    refused = subprocess.run([*command, "--method", "vibes"], cwd=REPO, capture_output=True, text=True)
+    assert refused.returncode == 2 and "invalid choice: 'vibes'" in refused.stderr
+
+
+def test_an_int8_judge_is_another_judge_for_calibrations_and_the_verdict_cache(tmp_path):
+    from judge_engine import LLM
+
+    from rubrics.judges.calibration_file import CalibrationFile
+    from rubrics.judges.methods import Calibration
+    from rubrics.judges.protocol import EvidenceBlock, JudgeContext, JudgeItem, JudgeRequest
+
+    name = "qwen2.5-coder-1.5b-instruct"
+    with pytest.warns(UncalibratedJudgeWarning, match="no calibration fitted for quantization int8"):
+        int8 = EmbeddedJudge(name, quantization="int8")
+    assert int8.identity().quantization == "int8" and int8.methods.named("choice").calibration == IDENTITY
+    with pytest.raises(CalibrationFileError, match="judge_model.quantization: expected 'int8'"):
+        EmbeddedJudge(name, quantization="int8", calibration=CALIBRATIONS / f"{name}.json")
+    fitted = CalibrationFile(int8.identity(), {"choice": Calibration(0.9, -0.4)})
+    fitted.write(tmp_path / "int8.json")
+    assert "quantization" in json.loads((tmp_path / "int8.json").read_text())["judge_model"]
+    assert EmbeddedJudge(name, quantization="int8", calibration=tmp_path / "int8.json").methods.named(
+        "choice").calibration == Calibration(0.9, -0.4)
+    with pytest.raises(CalibrationFileError, match="judge_model.quantization: expected None"):
+        EmbeddedJudge(name, calibration=tmp_path / "int8.json")
+    folder = str(tiny_judge_model(str(tmp_path)))
+    context = JudgeContext("t", "Write it.", None, (EvidenceBlock("final_answer", "done"),))
+    request = JudgeRequest(context, JudgeItem(id="a", kind="criterion", points=1, criterion="is done"))
+    keys = [EmbeddedJudge(folder, llm=LLM(folder, quantization=q, dtype="float32", kv_cache_bytes=1 << 24),
+                          calibrations={"choice": IDENTITY}).cache_keys([request])[0] for q in (None, "int8")]
+    assert None not in keys and keys[0] != keys[1]
+
+
+def test_grade_quantization_int8_grades_with_int8_linear_maps(tmp_path):
+    import subprocess
+    import sys
+
+    from judge_models import CFO_RUBRIC, cfo_trajectory_paths
+
+    folder = tiny_judge_model(str(tmp_path))
+    command = [sys.executable, "-m", "rubrics.cli.main", "grade", str(CFO_RUBRIC), str(cfo_trajectory_paths()[0]),
+               "--model", str(folder), "--format", "json", "--no-cache", "--method", "choice"]
+    probabilities = {}
+    for extra in ([], ["--quantization", "int8"]):
+        done = subprocess.run([*command, *extra], cwd=REPO, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        probabilities[bool(extra)] = [i["probability"] for i in json.loads(done.stdout)[0]["items"]
+                                      if i["method"] == "judge"]
+    assert all(p is not None for p in probabilities[True])
+    assert probabilities[True] != probabilities[False]   # the same judgments, computed in int8
+    assert max(abs(a - b) for a, b in zip(*probabilities.values())) < 0.2
