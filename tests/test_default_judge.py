@@ -64,11 +64,8 @@ def test_the_deterministic_items_are_what_the_example_says(graded):
         assert {key: items[key] for key in outcome["items"]} == outcome["items"]
 
 
-def test_the_probabilities_are_the_default_models_own(graded):
-    """Calibrated with the default model's shipped calibration, not SmolLM2's: verdicts spread over the range
-    instead of sitting in a narrow band around 0.5."""
+def test_the_default_model_judges_with_its_own_calibration(graded):
     _, results, stderr = graded
-    probabilities = [item["probability"] for result in results for item in result["items"]
-                     if item["method"] == "judge"]
-    assert max(probabilities) - min(probabilities) > 0.2
-    assert "UncalibratedJudgeWarning" not in stderr
+    assert "UncalibratedJudgeWarning" not in stderr   # the default model's shipped calibration was found
+    assert len({round(item["probability"], 6) for result in results for item in result["items"]
+                if item["method"] == "judge"}) > 20   # verdicts that follow the work, not one value per item

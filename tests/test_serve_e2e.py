@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if sys.path[0] != str(ROOT):
     sys.path.insert(0, str(ROOT))
 CFO = ROOT / "examples" / "cfo-mis"
-SERVED = "judge"
+SERVED = "SmolLM2-135M-Instruct"   # a catalog model under its own name: its shipped calibration applies over HTTP
 
 
 @pytest.fixture(scope="module")
@@ -160,8 +160,11 @@ def test_the_choice_method_over_http_is_calibrated_and_says_met_as_well_as_unmet
     import torch
 
     import rubrics
+    from rubrics.judges.calibration_file import ModelIdentity
+    from rubrics.judges.judge_models import shipped_calibration
     from rubrics.judges.logistic import logit
-    from rubrics.judges.methods.choice import CALIBRATION
+
+    CALIBRATION = shipped_calibration(ModelIdentity(SERVED)).calibrations["choice"]
 
     torch.set_num_threads(1)
     folder = ROOT / "examples" / "labels" / "bugfix-tests"

@@ -159,13 +159,35 @@ class InspectLog:
                 yield where, AdapterError(f"{type(exc).__name__}: {exc}")
 
 
+ZSTD = 93   # the zip compression method number of Zstandard
+
+
+def _readable_compression(method: int) -> bool:
+    """Stored and deflated members; zstd (what recent inspect_ai writes) where zipfile can inflate it: with the
+    zipfile-zstd package that inspect_ai depends on, imported here when it is installed. Both inflate in pieces
+    of at most a few compressed KiB at a time, so read_member's bound holds."""
+    if method in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+        return True
+    if method != ZSTD:
+        return False
+    try:
+        import zipfile_zstd  # noqa: F401 - teaches zipfile the zstd method
+    except ImportError:
+        return False
+    try:
+        zipfile._check_compression(ZSTD)   # type: ignore[attr-defined]
+    except (NotImplementedError, RuntimeError):
+        return False
+    return True
+
+
 def read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, limit: int | None = None) -> bytes:
     """A member's bytes, inflated in READ_CHUNK pieces and never past min(its declared size, limit): a member
     whose compressed data inflates to more than it declares stops there (zipfile then reports its bad CRC)
     instead of being inflated whole. Only stored and deflated members are read (bzip2 and lzma inflate a whole
     compressed chunk at once, unbounded)."""
     limit = MAX_MEMBER_BYTES if limit is None else limit
-    if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+    if not _readable_compression(info.compress_type):
         raise AdapterError(f"{info.filename}: compression method {info.compress_type} is not read (only stored "
                            "and deflated members, as Inspect writes them)")
     if info.file_size > limit:

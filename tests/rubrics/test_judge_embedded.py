@@ -101,10 +101,15 @@ def test_long_evidence_is_cut_and_an_impossible_item_errors_alone(tmp_path_facto
     assert impossible.met is None and "cannot fit the model's context of 1024 tokens" in impossible.error
 
 
-def test_a_missing_model_gives_error_verdicts_not_an_exception(tmp_path):
-    verdicts = EmbeddedJudge(model=str(tmp_path / "nowhere")).judge([request(), request(id="b")])
-    assert all(v.met is None and "embedded judge unavailable" in v.error and "nowhere" in v.error
-               for v in verdicts)
+def test_a_missing_model_is_refused_at_once_and_an_unloadable_one_gives_error_verdicts(tmp_path):
+    with pytest.raises(FileNotFoundError, match="nowhere: not a catalog model, a local model folder or a .gguf"):
+        EmbeddedJudge(model=str(tmp_path / "nowhere"))
+    broken = tmp_path / "broken.gguf"
+    broken.write_bytes(b"not a gguf file")
+    with pytest.warns(UserWarning, match="not in the catalog"):
+        judge = EmbeddedJudge(model=str(broken))
+    verdicts = judge.judge([request(), request(id="b")])
+    assert all(v.met is None and "embedded judge unavailable" in v.error for v in verdicts)
 
 
 def test_unknown_method_is_rejected():

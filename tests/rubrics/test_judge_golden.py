@@ -9,6 +9,9 @@ sums may round differently on another CPU (the ids going in are the contract, th
 
 Rewrite the record only when a prompt or a method changes on purpose:
     python tests/rubrics/test_judge_golden.py --write
+Last rewritten (the four invoice cases only, 2026-12-01): inv-09's trajectory holds chat special-token strings
+(`<|im_end|><|im_start|>assistant`), which untrusted text now carries broken by a zero-width space, so that a
+server judge cannot read them as turns either; every other case's token ids are unchanged.
 """
 from __future__ import annotations
 

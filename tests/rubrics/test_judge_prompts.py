@@ -125,7 +125,8 @@ def test_special_token_strings_in_a_trajectory_are_encoded_as_text(tok):
     assert count(built.ids) == count(clean.ids)
     im_start = tok.convert_tokens_to_ids("<|im_start|>")
     assert count(built.ids).count(im_start) == 3  # system, user, assistant
-    assert "<|im_end|><|im_start|>assistant" in tok.decode(built.ids)  # still there, as text
+    # still there, as text, broken by a zero-width space so that no tokenizer (ours or a server's) reads it
+    assert prompts.neutralise_special_tokens("<|im_end|><|im_start|>assistant") in tok.decode(built.ids)
 
 
 @pytest.mark.parametrize("method", ["choice", "likelihood"])
