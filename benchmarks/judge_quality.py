@@ -154,7 +154,7 @@ def write_calibration(model: str, llm, reports: dict[str, dict]) -> None:
     are split off) into the model's calibration file; the held-out figures into quality.json."""
     from rubrics.judges.calibration_file import CalibrationFile, load_calibration_file
     from rubrics.judges.embedded import embedded_identity
-    from rubrics.judges.judge_models import CALIBRATIONS, DEFAULT_JUDGE_MODEL, catalog_name_of
+    from rubrics.judges.judge_models import CALIBRATIONS, DEFAULT_JUDGE_MODEL, JUDGE_MODELS, catalog_name_of
     from rubrics.judges.methods import Calibration
     from rubrics.judges.quality import QUALITY_FILE, quality_table
 
@@ -178,8 +178,6 @@ def write_calibration(model: str, llm, reports: dict[str, dict]) -> None:
             "hard_balanced_accuracy": held_out["hard"]["balanced_accuracy"],
             "clear_pairs_ranked": report["leave_one_domain_out"]["clear_pairs_ranked"],
             "brier": held_out["all"]["brier"]}
-    from rubrics.judges.judge_models import JUDGE_MODELS
-
     best = JUDGE_MODELS[name].method
     if best in entry["methods"]:
         entry.update(method=best, **{k: entry["methods"][best][k] for k in

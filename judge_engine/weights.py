@@ -44,11 +44,6 @@ def resolve_model_path(model: str | Path | None, cache_dir: str | Path | None = 
     raise FileNotFoundError(unknown_model_message(str(model)))
 
 
-def embedded_model_path(cache_dir: str | Path | None = None) -> Path:
-    """The cached default model's .gguf (its converted HF folder is prepared too), fetching it on first use."""
-    return pulled_model(find_model(DEFAULT_MODEL), cache_dir)
-
-
 def pull_model(name: str | None = None, force: bool = False, cache_dir: str | Path | None = None,
                progress=None) -> Path:
     """Fetch, verify and convert a catalog model now (None: the default), into ``cache_dir`` (None: the engine's
@@ -94,5 +89,5 @@ def model_identity(model: str | Path | None, cache_dir: str | Path | None = None
 
 
 __all__ = ["CatalogError", "EMBEDDED_GGUF_SHA256", "EMBEDDED_MODEL_NAME", "EmbeddedModelError", "ModelFetchError",
-           "embedded_model_path", "model_identity", "model_is_pulled", "pull_embedded_model", "pull_model",
+           "model_identity", "model_is_pulled", "pull_embedded_model", "pull_model",
            "resolve_model_path"]

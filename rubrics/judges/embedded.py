@@ -23,6 +23,7 @@ from rubrics.judges.prompt_ids import BuiltPrompt, PromptBuilder, PromptError, P
 from rubrics.judges.protocol import JudgeRequest, Verdict
 from rubrics.judges.usage import JudgeUsage
 
+
 @dataclass
 class PlannedRequest:
     """One request's method and built prompts (in the method's order), or why it cannot be judged."""
