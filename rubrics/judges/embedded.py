@@ -88,7 +88,7 @@ class EmbeddedJudge:
         self.method = method or (known.method if known is not None else UNCATALOGUED_METHOD)
         shipped = shipped_calibration(identity) if known is not None else None
         if calibration is None and not calibrations and (shipped is None or self.method not in shipped.calibrations):
-            warn_uncalibrated(str(self.model), identity, self.method if shipped is not None else None)
+            warn_uncalibrated(self.model, identity, self.method if shipped is not None else None)
         JudgeMethods().named(self.method)   # an unknown name fails here, before any file is read or model loaded
         if calibration is not None:
             self.calibration_file, chosen = judge_calibrations(calibration, calibrations, identity, method)

@@ -83,8 +83,10 @@ def shipped_calibration(identity: ModelIdentity) -> CalibrationFile | None:
     return shipped
 
 
-def warn_uncalibrated(model: str, identity: ModelIdentity, method: str | None = None) -> None:
-    """method: the judge's method, when the model's shipped calibration has no entry for it."""
+def warn_uncalibrated(model: str | None, identity: ModelIdentity, method: str | None = None) -> None:
+    """model: as the user named it (None for a judge on an LLM they built); method: the judge's method, when the
+    model's shipped calibration has no entry for it."""
+    named = model if model is not None else identity.name
     if catalog_name_of(identity) is None:
         why = "is not in the catalog and has no calibration"
     elif identity.quantization:
@@ -94,8 +96,8 @@ def warn_uncalibrated(model: str, identity: ModelIdentity, method: str | None = 
     else:
         why = "has no calibration shipped for it"
     warnings.warn(UncalibratedJudgeWarning(
-        f"judge model {model} ({identity.name}) {why}: its probabilities "
+        f"judge model {named}{f' ({identity.name})' if named != identity.name else ''} {why}: its probabilities "
         f"are the methods' raw scores. Fit one "
-        f"on labels of your own: rubric judge-eval LABELS.jsonl --rubric RUBRIC --model {model} --method METHOD "
+        f"on labels of your own: rubric judge-eval LABELS.jsonl --rubric RUBRIC --model {named} --method METHOD "
         "--fit-calibration --write calibration.json, then rubric grade --calibration calibration.json"),
         stacklevel=3)

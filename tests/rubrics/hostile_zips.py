@@ -1,10 +1,15 @@
 """Hostile Inspect `.eval` zips for the tests: a member that lies about its size, and deeply nested members; and a
-stand-in `inspect_ai` package (the tests' install has none) whose `read_eval_log` reads a zip the naive way."""
+stand-in `inspect_ai` package whose `read_eval_log` reads a zip the naive way, importable in place of the real one
+for the length of a `with` block."""
 from __future__ import annotations
 
+import importlib
 import json
 import struct
+import sys
 import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 HEADER = {"version": 2, "eval": {"task": "refund", "model": "mockllm/model"}}
@@ -85,9 +90,34 @@ def read_eval_log(path):
 
 
 def fake_inspect_ai(folder: Path) -> Path:
-    """A folder holding the stand-in inspect_ai package; put it on sys.path / PYTHONPATH."""
+    """A folder holding the stand-in inspect_ai package; put it on PYTHONPATH (a subprocess) or use
+    `stand_in_inspect_ai` (this process)."""
     package = folder / "inspect_ai"
     package.mkdir(parents=True, exist_ok=True)
     (package / "__init__.py").write_text("")
     (package / "log.py").write_text(FAKE_INSPECT_LOG)
     return folder
+
+
+def _inspect_modules() -> list[str]:
+    return [name for name in sys.modules if name == "inspect_ai" or name.startswith("inspect_ai.")]
+
+
+@contextmanager
+def stand_in_inspect_ai(folder: Path) -> Iterator[Path]:
+    """The stand-in is what `import inspect_ai` finds inside the block; afterwards the modules of a real inspect_ai
+    that was imported before come back as they were. (Deleting them instead would make the next import build a
+    second copy of its classes, which the first copy's pydantic models then refuse: "Input should be a valid
+    dictionary or instance of Score".)"""
+    saved = {name: sys.modules.pop(name) for name in _inspect_modules()}
+    site = str(fake_inspect_ai(folder))
+    sys.path.insert(0, site)
+    importlib.invalidate_caches()
+    try:
+        yield folder
+    finally:
+        sys.path.remove(site)
+        for name in _inspect_modules():
+            del sys.modules[name]
+        sys.modules.update(saved)
+        importlib.invalidate_caches()

@@ -29,7 +29,7 @@ import sys
 import tempfile
 import threading
 import time
-from contextlib import contextmanager, redirect_stdout
+from contextlib import ExitStack, contextmanager, redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -634,7 +634,7 @@ def test_the_cli_grades_and_lints_hostile_files_with_documented_exits_and_strict
 
 # ------------------------------------------------------------------------------------------- Inspect .eval zips
 
-from hostile_zips import HEADER, fake_inspect_ai, lie_about_size, sample  # noqa: E402
+from hostile_zips import HEADER, lie_about_size, sample, stand_in_inspect_ai  # noqa: E402
 
 ZIP_MEMBERS = st.one_of(
     st.just(("good", 0, 0)),
@@ -683,17 +683,15 @@ def eval_zip(path: Path, members: list[tuple[str, int, int]], truncate: int | No
 @given(members=st.lists(ZIP_MEMBERS, min_size=1, max_size=5), truncate=st.one_of(st.none(), st.integers(5, 95)),
        with_inspect=st.booleans())
 def test_every_eval_zip_member_gets_one_outcome_in_bounded_memory(members, truncate, with_inspect):
-    import importlib
     import tracemalloc
 
     import rubrics.adapters.inspect_log as inspect_log
 
-    with tempfile.TemporaryDirectory() as folder, pytest.MonkeyPatch.context() as patch:
+    with tempfile.TemporaryDirectory() as folder, pytest.MonkeyPatch.context() as patch, ExitStack() as stack:
         path = Path(folder) / "log.eval"
         kinds = eval_zip(path, members, truncate)
         if with_inspect:   # the stand-in inspect_ai, which reads zips the naive way
-            patch.syspath_prepend(str(fake_inspect_ai(Path(folder) / "site")))
-            importlib.invalidate_caches()
+            stack.enter_context(stand_in_inspect_ai(Path(folder) / "site"))
         else:
             patch.setattr(inspect_log, "_inspect_installed", lambda: False)
         tracemalloc.start()
@@ -703,8 +701,6 @@ def test_every_eval_zip_member_gets_one_outcome_in_bounded_memory(members, trunc
             peak = tracemalloc.get_traced_memory()[1]
         finally:
             tracemalloc.stop()
-            for name in [n for n in sys.modules if n == "inspect_ai" or n.startswith("inspect_ai.")]:
-                del sys.modules[name]
     assert peak < 48 << 20, f"peak {peak >> 20} MiB"   # a lying member never inflates past its declared size
     event(f"{'truncated' if truncate is not None else 'whole'}; outcomes {len(entries)}")
     if len(entries) == 1 and isinstance(entries[0], TrajectoryLoadError) and entries[0].source == str(path):

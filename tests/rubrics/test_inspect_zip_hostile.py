@@ -4,7 +4,6 @@ its declared size; a deeply nested member is a positioned error from the hardene
 RecursionError; either way the log's other samples, and every other input of `rubric grade`, still load."""
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import subprocess
@@ -13,7 +12,8 @@ import tracemalloc
 import zipfile
 
 import pytest
-from hostile_zips import eval_log, fake_inspect_ai, lie_about_size, lying_log, nested_log, sample
+from hostile_zips import (eval_log, fake_inspect_ai, lie_about_size, lying_log, nested_log, sample,
+                          stand_in_inspect_ai)
 from rubric_fakes import REPO
 
 import rubrics.adapters.inspect_log as inspect_log
@@ -27,18 +27,13 @@ def install(request, tmp_path, monkeypatch):
     """Each test runs on both installs: inspect_ai absent, and importable (the stand-in, which notes its calls)."""
     calls = tmp_path / "inspect-calls.txt"
     if request.param == "with inspect_ai":
-        monkeypatch.syspath_prepend(str(fake_inspect_ai(tmp_path / "site")))
         monkeypatch.setenv("FAKE_INSPECT_CALLS", str(calls))
-        importlib.invalidate_caches()
-        for name in [n for n in sys.modules if n == "inspect_ai" or n.startswith("inspect_ai.")]:
-            monkeypatch.delitem(sys.modules, name)
-        assert inspect_log._inspect_installed()
+        with stand_in_inspect_ai(tmp_path / "site"):
+            assert inspect_log._inspect_installed()
+            yield {"name": request.param, "calls": calls}
     else:
         monkeypatch.setattr(inspect_log, "_inspect_installed", lambda: False)
-    yield {"name": request.param, "calls": calls}
-    if request.param == "with inspect_ai":   # the stand-in must not outlive the test (importorskip elsewhere)
-        for name in [n for n in sys.modules if n == "inspect_ai" or n.startswith("inspect_ai.")]:
-            del sys.modules[name]
+        yield {"name": request.param, "calls": calls}
 
 
 def entries(path):

@@ -45,7 +45,7 @@ def samples(**metadata):
 
 def test_eval_on_the_mock_model_scores_each_sample_with_the_rubric(tmp_path):
     log = run_eval(tmp_path, rubric_scorer(RUBRIC), samples())
-    assert log.status == "success"
+    assert log.status == "success", log.error
     by_id = {sample.id: sample for sample in log.samples}
     assert [by_id[s].output.completion for s in ("s1", "s2")] == REPLIES
     for sample_id, expected_score in (("s1", 1.0), ("s2", 0.0)):
