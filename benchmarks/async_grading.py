@@ -68,7 +68,7 @@ def run_many(trajectories, rubric):
 
 def run_async(trajectories, rubric, window_ms: float):
     import rubrics
-    from rubrics.batching import JudgeBatcher
+    from rubrics.grading.batching import JudgeBatcher
 
     judge = fresh_judge()
     batcher = JudgeBatcher(judge, window_ms=window_ms)
@@ -86,7 +86,7 @@ def run_async(trajectories, rubric, window_ms: float):
 def run_staggered(trajectories, rubric, window_ms: float, arrival_ms: float, concurrent_calls: int | None):
     """Callers arriving one every arrival_ms; returns (seconds, results, calls, latencies in seconds)."""
     import rubrics
-    from rubrics.batching import JudgeBatcher
+    from rubrics.grading.batching import JudgeBatcher
 
     judge = fresh_judge(concurrent_calls)
     batcher = JudgeBatcher(judge, window_ms=window_ms)

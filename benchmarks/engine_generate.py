@@ -5,7 +5,7 @@
 
 Prints output tokens/s for both (target: engine >= 5x the baseline), the engine's steady decode rate, and the
 engine's time to first token and time per output token (mean and p90 over the requests).
-With --quantization int8 an int8 engine (judge_engine/quantization.py) runs too, in rounds alternating with the
+With --quantization int8 an int8 engine (judge_engine/loading/quantization.py) runs too, in rounds alternating with the
 float one (both in this process, the same prompts): its tokens/s, the ratio int8 / float (median of the rounds'
 ratios) and how many of the greedy tokens the two engines agree on (int8 logits differ slightly, so a greedy
 continuation may branch off).
@@ -70,7 +70,7 @@ def main() -> None:
     import transformers
 
     from judge_engine import LLM, SamplingParams
-    from judge_engine.models.loader import model_folder
+    from judge_engine.loading.loader import model_folder
 
     new_tokens = 32 if args.quick else 128
     device = args.device

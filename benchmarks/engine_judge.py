@@ -1,6 +1,6 @@
 """Judging workload through LLM.score versus a transformers baseline, measured in the same run.
 
-24 trajectories x 6 criteria, built by the embedded judge's own prompt builder (rubrics/judges/prompt_ids.py: the
+24 trajectories x 6 criteria, built by the embedded judge's own prompt builder (rubrics/judges/prompt/ids.py: the
 grading instructions, then the task and the trajectory as fenced evidence, then the rubric item and the answer cue):
 each prompt is ~710 token ids, of which ~650 (instructions, task, trajectory) are shared by the 6 criteria of a
 trajectory and ~60 (the item) are its own; the instructions and the task line (~240) are shared by all trajectories.
@@ -21,7 +21,7 @@ second LLM() start-up (weights already converted and cached); and, where llama-c
 model is a .gguf, llama.cpp on the same prompts (its own prefix reuse between consecutive prompts, same threads).
 Targets: ratio >= 5x, computed fraction <= 0.25, unused slots at peak < 4%.
 
-With --quantization int8 an int8 engine (judge_engine/quantization.py) joins the rounds (float engine, int8 engine,
+With --quantization int8 an int8 engine (judge_engine/loading/quantization.py) joins the rounds (float engine, int8 engine,
 baseline, each round): its judgments/s, int8 / float and int8 / baseline (medians of the rounds' ratios), and the
 accuracy cost, max and mean |log-prob int8 - float| over every prompt and choice (target: int8 >= 10 judgments/s
 with the embedded model on 2 cores, >= 1.8x float32). --rss adds, for each engine, the workload in a fresh process
@@ -92,7 +92,7 @@ def build_prompts(tokenizer, trajectories: int, criteria: int, shared_tokens: in
     """`trajectories` x `criteria` judge prompts as token ids, the way the embedded judge builds them; the prompts
     of a trajectory share about `shared_tokens` tokens. Returns (prompts, answer choices as token ids)."""
     from rubrics.judges.methods import ChoiceMethod
-    from rubrics.judges.prompt_ids import PromptBuilder, PromptRequest
+    from rubrics.judges.prompt.ids import PromptBuilder, PromptRequest
     from rubrics.judges.protocol import EvidenceBlock, JudgeContext, JudgeItem
 
     builder = PromptBuilder(tokenizer, max_model_len=1 << 20)
@@ -149,7 +149,7 @@ def gemm_peak_flops(dtype: torch.dtype, device: str, size: int = 2048, repeats: 
 
 def cpu_line() -> str:
     """The CPU model and the flags that decide matrix-product speed (all of /proc/cpuinfo's flags are noise)."""
-    from judge_engine.cpu_info import host_cpu
+    from judge_engine.loading.cpu_info import host_cpu
 
     cpu = host_cpu()
     relevant = sorted(f for f in cpu.flags if f.startswith(("avx", "amx", "fma", "sse4", "sve")) or f in (
@@ -278,7 +278,7 @@ def main() -> None:
         return
 
     from judge_engine import LLM
-    from judge_engine.models.loader import model_folder
+    from judge_engine.loading.loader import model_folder
 
     trajectories = 6 if args.quick else 24
     criteria = 6

@@ -95,7 +95,7 @@ def _make_batch(query_lens, context_lens, block_size, num_kv_heads, group, head_
     """Random paged batch: shuffled blocks, prefixes already cached, new tokens' K/V not yet stored."""
     import torch
 
-    from judge_engine.attention.metadata import AttentionMetadata
+    from judge_engine.layers.attention.metadata import AttentionMetadata
 
     gen = torch.Generator().manual_seed(seed)
     blocks = [-(-n // block_size) for n in context_lens]
@@ -162,8 +162,8 @@ def _check_kernels(device, tiny: bool) -> list[Outcome]:
 def _check_batch(batch, name: str, tolerance: float) -> Outcome:
     import torch
 
-    from judge_engine import kernels
-    from judge_engine.attention import torch_paged
+    from judge_engine.layers import kernels
+    from judge_engine.layers.attention import torch_paged
 
     q, k, v, k_cache, v_cache, meta = batch
     ref_k, ref_v = k_cache.clone(), v_cache.clone()
@@ -182,8 +182,8 @@ def _time_kernels(device) -> None:
     """Decode and prefill at a Llama-3-8B layout in bfloat16: kernels against the torch path."""
     import torch
 
-    from judge_engine import kernels
-    from judge_engine.attention import torch_paged
+    from judge_engine.layers import kernels
+    from judge_engine.layers.attention import torch_paged
 
     print("timings (bfloat16, 32 query heads / 8 kv heads, head_dim 128, block 16):", flush=True)
     cases = [("decode 64 seqs x 2048 ctx", [1] * 64, [2048] * 64),

@@ -82,7 +82,7 @@ def panel_comparison(folder: Path, methods: list[str], threads: int, rounds: int
 
     import rubrics
     from rubrics.judges.embedded import EmbeddedJudge
-    from rubrics.judges.panel import PanelJudge, PanelMember
+    from rubrics.judges.panel.judge import PanelJudge, PanelMember
 
     torch.set_num_threads(threads)
     paths = sorted(folder.glob("*.json"))
@@ -115,8 +115,8 @@ def transformers_run(judge, folder: Path, threads: int, limit: int | None) -> tu
     from transformers import AutoModelForCausalLM
 
     import rubrics
-    from judge_engine.models.loader import model_folder
-    from rubrics.compiler import compile_rubric
+    from judge_engine.loading.loader import model_folder
+    from rubrics.rubric.compiler import compile_rubric
     from rubrics.judges.methods import ScoredPrompt
 
     torch.set_num_threads(threads)

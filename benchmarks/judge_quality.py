@@ -45,7 +45,7 @@ def judge_all(method: str, llm, model: str | None, cache_path: str | None) -> li
     from rubrics import judge_eval as je
     from rubrics.judges.embedded import EmbeddedJudge
     from rubrics.judges.methods import IDENTITY
-    from rubrics.loading import load_rubric
+    from rubrics.rubric.load import load_rubric
 
     judge = EmbeddedJudge(model, method=method, calibrations={method: IDENTITY}, llm=llm)
     if cache_path:   # a rerun (a changed table, another figure) reads the verdicts back instead of judging again

@@ -1,6 +1,6 @@
 """Load on `rubric serve`: 64 concurrent clients versus the same requests sent one at a time, in one run.
 
-The requests are the judge prompts of examples/cfo-mis (the shared prompt layout of rubrics/judges/prompts.py)
+The requests are the judge prompts of examples/cfo-mis (the shared prompt layout of rubrics/judges/prompt/prompts.py)
 as chat completions with top log-probabilities, cycled to --requests and decoding --max-tokens tokens each, so
 both the prefix cache and decode batching matter. Each phase puts its own tag at the start of the system turn,
 so neither phase finds the other's prompts in the prefix cache.
@@ -29,10 +29,10 @@ SERVED = "judge"
 
 
 def judge_messages(count: int, tag: str) -> list[list[dict]]:
-    from rubrics.compiler import compile_rubric
-    from rubrics.judges import prompts
+    from rubrics.rubric.compiler import compile_rubric
+    from rubrics.judges.prompt import prompts
     from rubrics.judges.methods import ChoiceMethod
-    from rubrics.loading import load_rubric
+    from rubrics.rubric.load import load_rubric
     from rubrics.trajectory import load_trajectory
 
     cfo = ROOT / "examples" / "cfo-mis"

@@ -11,7 +11,7 @@ import os
 
 # Conditional numerical reproducibility keeps MKL on one code path whatever the alignment of the buffers, so a
 # run repeats itself bit for bit. Batch invariance does not rest on it (it did not give it on AMD CPUs): every
-# product runs in fixed-shape row tiles (judge_engine/models/row_tiles.py). MKL reads it once, at its first
+# product runs in fixed-shape row tiles (judge_engine/layers/row_tiles.py). MKL reads it once, at its first
 # call, so it is set here, before any matmul; a value chosen by the user is kept.
 os.environ.setdefault("MKL_CBWR", "AUTO,STRICT")
 
@@ -22,8 +22,8 @@ __all__ = ["LLM", "LLMEngine", "SamplingParams", "RequestOutput", "RequestMetric
 
 _EXPORTS = {
     "LLM": "judge_engine.llm",
-    "LLMEngine": "judge_engine.engine",
-    "SamplingParams": "judge_engine.sampler",
+    "LLMEngine": "judge_engine.engine.llm_engine",
+    "SamplingParams": "judge_engine.engine.sampler",
     "RequestOutput": "judge_engine.outputs",
     "RequestMetrics": "judge_engine.outputs",
     "ScoreError": "judge_engine.outputs",
@@ -31,17 +31,17 @@ _EXPORTS = {
     "TokenUsage": "judge_engine.outputs",
     "EngineConfig": "judge_engine.config",
     # the model catalog and the weights' identity: what an application asks of models without loading one
-    "catalog_models": "judge_engine.catalog",
-    "find_model": "judge_engine.catalog",
-    "CatalogModel": "judge_engine.catalog",
-    "CatalogError": "judge_engine.catalog",
-    "DEFAULT_MODEL": "judge_engine.catalog",
-    "ModelFetchError": "judge_engine.catalog.pull",
-    "PullProgress": "judge_engine.catalog.pull",
-    "pull_model": "judge_engine.weights",
-    "model_is_pulled": "judge_engine.weights",
-    "model_identity": "judge_engine.weights",
-    "resolve_model_path": "judge_engine.weights",
+    "catalog_models": "judge_engine.loading.catalog",
+    "find_model": "judge_engine.loading.catalog",
+    "CatalogModel": "judge_engine.loading.catalog",
+    "CatalogError": "judge_engine.loading.catalog",
+    "DEFAULT_MODEL": "judge_engine.loading.catalog",
+    "ModelFetchError": "judge_engine.loading.catalog.pull",
+    "PullProgress": "judge_engine.loading.catalog.pull",
+    "pull_model": "judge_engine.loading.weights",
+    "model_is_pulled": "judge_engine.loading.weights",
+    "model_identity": "judge_engine.loading.weights",
+    "resolve_model_path": "judge_engine.loading.weights",
 }
 
 

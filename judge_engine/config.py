@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from judge_engine.dtype_choice import resolve_dtype
+from judge_engine.loading.dtype_choice import resolve_dtype
 
 # On CPU there is no free-memory reading to size the cache from; 512 MiB holds ~11k tokens of the embedded
 # 135M model in float32, enough for a judging batch of dozens of long shared-prefix prompts.
@@ -27,7 +27,7 @@ class EngineConfigError(ValueError):
 @dataclass
 class EngineConfig:
     model: str | Path | None = None
-    dtype: str | None = None  # None or "auto": the hardware's choice (judge_engine/dtype_choice.py); resolved here
+    dtype: str | None = None  # None or "auto": the hardware's choice (judge_engine/loading/dtype_choice.py); resolved here
     device: str = "cpu"
     block_size: int | None = None  # None: DEFAULT_BLOCK_SIZE for the device
     max_num_seqs: int = 256
@@ -39,7 +39,7 @@ class EngineConfig:
     max_model_len: int | None = None  # None: the model's max_position_embeddings
     # where the embedded model and GGUF conversions are kept; None: $JUDGE_ENGINE_CACHE or ~/.cache/judge_engine
     cache_dir: str | Path | None = None
-    # None: float linear maps; "int8": W8A8 linear maps on the CPU (judge_engine/quantization.py), activations float32
+    # None: float linear maps; "int8": W8A8 linear maps on the CPU (judge_engine/loading/quantization.py), activations float32
     quantization: str | None = None
     dtype_reason: str = field(init=False, default="")  # why the engine computes in `dtype`
 
@@ -92,7 +92,7 @@ def _normalise_dtype(dtype) -> str:
 
 
 def _check_quantization(quantization, dtype: str | None, device: str) -> None:
-    from judge_engine.quantization import QUANTIZATIONS
+    from judge_engine.loading.quantization import QUANTIZATIONS
 
     if quantization not in QUANTIZATIONS:
         raise EngineConfigError(f"quantization: expected None or one of {QUANTIZATIONS}, got {quantization!r}")

@@ -14,12 +14,12 @@ from collections.abc import Sequence as SequenceABC
 from dataclasses import dataclass
 from pathlib import Path
 
-from judge_engine.beam_search import BeamSearchParams
+from judge_engine.engine.beam_search import BeamSearchParams
 from judge_engine.config import EngineConfig
-from judge_engine.engine import LLMEngine
+from judge_engine.engine.llm_engine import LLMEngine
 from judge_engine.outputs import RequestOutput, Scored, ScoreError, TokenUsage
-from judge_engine.sampler import SamplingParams
-from judge_engine.step_sharing import StepSharing, Waiter
+from judge_engine.engine.sampler import SamplingParams
+from judge_engine.engine.step_sharing import StepSharing, Waiter
 
 __all__ = ["LLM", "LLMEngine", "ScoreError"]
 
@@ -118,7 +118,7 @@ class LLM:
                     length_penalty: float = 1.0, ignore_eos: bool = False) -> list[RequestOutput]:
         """One finished RequestOutput per prompt whose .outputs are its best `beam_width` beams, best first (each
         with token_ids, text, cumulative_logprob and finish_reason "stop" at EOS or "length"); the rule is
-        judge_engine/beam_search.py's. All prompts' beams run in one batch, sharing their prompt's blocks."""
+        judge_engine/engine/beam_search.py's. All prompts' beams run in one batch, sharing their prompt's blocks."""
         prompts = _as_prompt_list(prompts)
         params = BeamSearchParams(beam_width, max_tokens, length_penalty, ignore_eos)
         ids = []

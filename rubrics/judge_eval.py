@@ -71,7 +71,7 @@ class EvalReport:
 
 
 def load_labels(path: str | Path) -> list[Label]:
-    from rubrics.json_text import loads, text_lines
+    from rubrics.trajectory.json_text import loads, text_lines
     from rubrics.trajectory import load_trajectory
 
     path = Path(path)
@@ -143,7 +143,7 @@ class ExamplesRemoved:
 
 def judge_labels(labels: Sequence[Label], rubric: Any, judge: Any) -> tuple[list[Judged], list[str]]:
     """Grade each labelled trajectory once (one batch) and pair each label with the judge's probability."""
-    from rubrics.scoring import score_many
+    from rubrics.grading.scoring import score_many
 
     keys = list(dict.fromkeys(label.trajectory_key for label in labels))
     trajectories = {label.trajectory_key: label.trajectory for label in labels}
@@ -168,7 +168,7 @@ def panel_report(judged: Sequence[Judged]) -> dict[str, Any] | None:
     with the labels; None when the judge was not a panel."""
     from dataclasses import asdict
 
-    from rubrics.judges.agreement import panel_agreement
+    from rubrics.judges.panel.agreement import panel_agreement
 
     among = panel_agreement(j.members for j in judged)
     if among is None:
@@ -411,7 +411,7 @@ def render_domain_report(output: dict[str, Any]) -> str:
 
 
 def render_panel(panel: dict[str, Any]) -> str:
-    from rubrics.judges.agreement import PanelAgreement, describe
+    from rubrics.judges.panel.agreement import PanelAgreement, describe
 
     lines = [describe(PanelAgreement(**panel["agreement"])), "each member alone against the labels:"]
     lines += [_agreement_row(name, a) for name, a in panel["members"].items()]

@@ -39,7 +39,7 @@ def _check_schema(key: str, config_refs: dict[str, dict]) -> dict:
 
 
 def rubric_schema() -> dict:
-    from rubrics.model import ItemFields, JudgeOptions, RubricHeader
+    from rubrics.rubric.spec import ItemFields, JudgeOptions, RubricHeader
 
     checks = _builtin_checks()
     models = [RubricHeader, ItemFields, JudgeOptions] + [m for k, m in checks.items() if k not in COMBINATORS]
@@ -81,7 +81,7 @@ def trajectory_schema() -> dict:
 
 
 def result_schema() -> dict:
-    from rubrics.result import Result
+    from rubrics.grading.result import Result
 
     schema = Result.model_json_schema(mode="serialization")
     return {"$schema": DIALECT, "$id": "https://agent-rubrics.dev/schemas/result.schema.json", **schema}

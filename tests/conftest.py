@@ -13,7 +13,7 @@ import os
 
 import pytest
 
-from rubrics.model_cache import rubrics_cache_dir
+from rubrics.cache_dir import rubrics_cache_dir
 
 os.environ.setdefault("JUDGE_ENGINE_CACHE", str(rubrics_cache_dir()))
 os.environ.setdefault("RUBRICS_JUDGE_MODEL", "smollm2-135m-instruct")

@@ -1,6 +1,7 @@
-"""The README's custom-check plugin, as written: its module, its entry point and its rubric lines work.
+"""The guide's custom-check plugin (docs/guide/rubric-format.md, "Custom checks"), as written: its module, its
+entry point and its rubric lines work.
 
-The package is put on sys.path with a dist-info folder holding the entry point from the README's
+The package is put on sys.path with a dist-info folder holding the entry point from the guide's
 pyproject.toml, which is how an installed distribution is found by importlib.metadata (tests/test_install_light.py
 installs the same files with pip into a fresh virtual environment).
 """
@@ -17,19 +18,20 @@ import yaml
 from rubrics.checks import registry
 
 REPO = Path(__file__).resolve().parents[1]
+PAGE = REPO / "docs" / "guide" / "rubric-format.md"   # where the rubric format, custom checks included, is documented
 
 
 def custom_check_files() -> dict[str, str]:
-    """module, pyproject and rubric lines: the code blocks of the README's "Custom checks" section."""
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    section = readme.split("### Custom checks", 1)[1].split("\n## ", 1)[0]
+    """module, pyproject and rubric lines: the code blocks of the guide's "Custom checks" section."""
+    page = PAGE.read_text(encoding="utf-8")
+    section = page.split("\n## Custom checks\n", 1)[1].split("\n## ", 1)[0]
     blocks = {info: body for info, body in re.findall(r"^```(\w+)\n(.*?)^```$", section, re.MULTILINE | re.DOTALL)}
     assert set(blocks) == {"python", "toml", "yaml"}, "the section shows the module, its pyproject.toml and a rubric"
     return blocks
 
 
 def write_plugin(root: Path) -> tuple[str, dict]:
-    """Writes the README's package under root as an installed distribution; returns (module name, pyproject)."""
+    """Writes the guide's package under root as an installed distribution; returns (module name, pyproject)."""
     blocks = custom_check_files()
     first_line = blocks["python"].splitlines()[0]
     module_path = re.fullmatch(r"# (\S+\.py)", first_line).group(1)   # the module names its own path
@@ -67,7 +69,7 @@ def test_the_entry_point_registers_the_key(plugin):
     assert key in registry.check_keys() and registry.get_check(key).key == key
 
 
-def test_the_readme_rubric_lines_grade_with_the_plugin(plugin):
+def test_the_guides_rubric_lines_grade_with_the_plugin(plugin):
     import rubrics
 
     criteria = yaml.safe_load(custom_check_files()["yaml"])["criteria"]
@@ -106,4 +108,4 @@ def test_rubric_lint_prints_the_plugin_problem_at_its_field(plugin, tmp_path, ca
                                   sort_keys=False))
     assert main(["lint", str(bad)]) == 1
     shown = capsys.readouterr().out.strip().replace(str(bad), "rubric.yaml")
-    assert f"`{shown}`" in (REPO / "README.md").read_text(encoding="utf-8")
+    assert f"`{shown}`" in PAGE.read_text(encoding="utf-8")

@@ -1,6 +1,6 @@
-"""The README's local pre-commit recipe, verbatim: `pre-commit run --all-files` passes a good rubric and fails a
-broken one, in a throwaway git repository (the local hook runs the installed `rubric` command, so nothing is
-fetched). tests/rubrics/test_precommit.py runs the README's hook-repository recipe.
+"""The guide's local pre-commit recipe (docs/guide/cli.md, "pre-commit"), verbatim: `pre-commit run --all-files`
+passes a good rubric and fails a broken one, in a throwaway git repository (the local hook runs the installed
+`rubric` command, so nothing is fetched). tests/rubrics/test_precommit.py runs the guide's hook-repository recipe.
 """
 from __future__ import annotations
 
@@ -15,19 +15,20 @@ import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
+PAGE = REPO / "docs" / "guide" / "cli.md"   # the command line's page holds the hook that runs `rubric lint`
 EXAMPLE_RUBRIC = REPO / "examples" / "cfo-mis" / "rubric.yaml"
 BIN = Path(sys.executable).parent
 
 
 def precommit_section() -> str:
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    return readme.split("### pre-commit", 1)[1].split("\n## ", 1)[0]
+    page = PAGE.read_text(encoding="utf-8")
+    return page.split("\n## pre-commit\n", 1)[1].split("\n## ", 1)[0]
 
 
 def local_recipe() -> str:
     blocks = [body for body in re.findall(r"^```yaml\n(.*?)^```$", precommit_section(), re.MULTILINE | re.DOTALL)
               if "repo: local" in body]
-    assert len(blocks) == 1, "the README shows one local-hook .pre-commit-config.yaml"
+    assert len(blocks) == 1, "the guide shows one local-hook .pre-commit-config.yaml"
     return blocks[0]
 
 

@@ -1,12 +1,15 @@
-"""The README is for users, in the order they need it; how the project is built lives in docs/.
+"""The README is the front page: short, in the order a new user needs it, linking out; the reference is in
+docs/guide/, one topic a page; how the project is built is in docs/.
 
-These tests hold the README to that: the two quickstart commands at the top, the user sections in order, the
+These tests hold the pages to that: the two quickstart commands at the top, the front page's sections in order and
+its length, every guide page present with its sections and linked from the front page and the guide index, the
 internals in docs/ (and nowhere lost), every relative link and anchor resolving, the documented formats matching
-the code (the trajectory example, the lint codes, the extras), and no citation of a document this repository
-does not have.
+the code (the trajectory example, the lint codes, the extras, the subcommands), the front page's judge figures
+the same as the guide's, and no citation of a document this repository does not have.
 """
 from __future__ import annotations
 
+import argparse
 import json
 import re
 import sys
@@ -19,6 +22,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
 DOCS = REPO / "docs"
+GUIDE = DOCS / "guide"
 sys.path.insert(0, str(REPO / "tests" / "rubrics"))   # trajectory_factory
 
 QUICKSTART_COMMANDS = [
@@ -26,23 +30,52 @@ QUICKSTART_COMMANDS = [
     "examples/cfo-mis/trajectories/",
     'pip install "torch==2.13.0" -e ".[engine,serve,test]" && python -m pytest',
 ]
-USER_SECTIONS = [
+FRONT_SECTIONS = [
     "Quickstart",
+    "Install",
     "A rubric",
-    "The trajectory format",
+    "A trajectory",
     "Python API",
     "Command line",
-    "Judges, and how far to trust them",
-    "Scaling out: a serving cluster, or `rubric serve`",
-    "Deliveries: from a folder to a report",
+    "How far to trust the judge",
+    "Documentation",
     "Development",
 ]
+FRONT_PAGE_MAX_LINES = 250   # a front page that grows past this is turning back into the reference
+# Each guide page: its title, then its level-2 sections in order. A section that moves or goes is a decision.
+GUIDE_PAGES = {
+    "README.md": ("The agent-rubrics guide", []),
+    "rubric-format.md": ("The rubric format", [
+        "Top level", "Items and scoring", "Check keys", "Selectors (`in` of a check, `evidence` of a judge item)",
+        "Judge options", "Custom checks"]),
+    "trajectories.md": ("The trajectory format", ["Logs of agent frameworks (adapters)"]),
+    "python-api.md": ("Python API", ["Many rubrics, one batch; async"]),
+    "cli.md": ("Command line", [
+        "`rubric grade`, `rubric lint`, `rubric schema`", "The other commands", "Looking at results: `rubric view`",
+        "HealthBench: `rubric import healthbench` and `--aggregate healthbench`", "pre-commit"]),
+    "judges.md": ("Judges, and how far to trust them", [
+        "Judge models by name", "Verdicts: probabilities, not parsed text", "Untrusted text", "Long trajectories",
+        "How good is the embedded judge?", "Expected score and range: how sure a score is",
+        "Measuring a judge on your labels: `rubric judge-eval`",
+        "Calibration files: a fitted calibration tied to its judge",
+        "Judge panels: several judges, one verdict per item", "The verdict cache: re-grading does no model work",
+        "Judge usage and cost", "Determinism: what is guaranteed on which hardware"]),
+    "scaling-out.md": ("Scaling out: a serving cluster, or `rubric serve`", [
+        "Grading against a serving cluster (vLLM, SGLang, llama.cpp, any OpenAI-compatible server)",
+        "Sharing one `rubric serve` between many workers"]),
+    "deliveries.md": ("Deliveries: from a folder to a report", []),
+    "integrations.md": ("Integrations: trainers, evaluation frameworks, Ray, task runners", [
+        "Rewards for RL trainers: an incomplete result is never 0.0", "In TRL (GRPOTrainer)", "In verifiers",
+        "In Inspect AI", "Grading millions of trajectories: Ray Data and a serving cluster",
+        "reward.json for Harbor and Terminal-Bench"]),
+}
 DOC_PAGES = ["README.md", "architecture.md", "judge-prompts.md", "engine.md", "engine-design.md", "kernels.md",
              "benchmarks.md", "lint-codes.md", "judge-quality.md", "delivery.md"]
-# What a user must find in the section where they would look for it.
+# What a user must find in the section where they would look for it: (guide page, section) -> phrase.
 PLACED = {
-    "### Determinism: what is guaranteed on which hardware": "Judges, and how far to trust them",
-    "--max-request-bytes": "Scaling out: a serving cluster, or `rubric serve`",
+    ("judges.md", "Determinism: what is guaranteed on which hardware"):
+        "bit for bit the same whatever else is in the batch",
+    ("scaling-out.md", "Sharing one `rubric serve` between many workers"): "--max-request-bytes",
 }
 
 
@@ -86,6 +119,27 @@ def anchors(markdown: str) -> set[str]:
     return found
 
 
+def preamble(markdown: str) -> str:
+    """The text above a page's first level-2 heading (a guide page's introduction), code blocks kept whole."""
+    lines, in_code = [], False
+    for line in markdown.splitlines():
+        if line.startswith("```"):
+            in_code = not in_code
+        if not in_code and line.startswith("## "):
+            break
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def user_pages() -> list[Path]:
+    """The pages a user reads: the front page and the guide."""
+    return [README, *(GUIDE / name for name in GUIDE_PAGES)]
+
+
+def table_rows(markdown: str) -> list[str]:
+    return [line for line in markdown.splitlines() if line.startswith("|")]
+
+
 def test_the_quickstart_is_exactly_the_two_commands_at_the_top():
     readme = text(README)
     assert list(sections(readme))[0] == "Quickstart"
@@ -96,12 +150,27 @@ def test_the_quickstart_is_exactly_the_two_commands_at_the_top():
     assert QUICKSTART_COMMANDS[0].endswith("rubric " + " ".join(QUICKSTART))
 
 
-def test_user_sections_come_in_the_order_a_user_needs_them():
-    assert list(sections(text(README))) == USER_SECTIONS
-
-
-def test_engine_kernel_and_benchmark_internals_live_in_docs_not_in_the_readme():
+def test_the_front_page_has_its_sections_in_order_and_stays_short():
     readme = text(README)
+    assert list(sections(readme)) == FRONT_SECTIONS
+    assert len(readme.splitlines()) <= FRONT_PAGE_MAX_LINES
+
+
+def test_every_guide_page_is_there_with_its_sections_and_linked_from_the_front_page_and_the_index():
+    assert sorted(p.name for p in GUIDE.glob("*.md")) == sorted(GUIDE_PAGES)
+    readme, index = text(README), text(GUIDE / "README.md")
+    from_readme = set(re.findall(r"\]\(docs/guide/([\w.-]+\.md)", readme))
+    from_index = set(re.findall(r"\]\(([\w.-]+\.md)\)", index))
+    for name, (title, page_sections) in GUIDE_PAGES.items():
+        page = text(GUIDE / name)
+        assert page.splitlines()[0] == f"# {title}", name
+        assert list(sections(page)) == page_sections, name
+        assert name in from_readme, f"the front page links docs/guide/{name}"
+        if name != "README.md":
+            assert name in from_index, f"the guide index links {name}"
+
+
+def test_engine_kernel_and_benchmark_internals_live_in_docs_not_in_the_user_pages():
     internals = {
         "engine.md": "engine.add_request(request_id, prompt, params, stream=True)",
         "engine-design.md": "as tiles of exactly 32 rows",
@@ -112,20 +181,21 @@ def test_engine_kernel_and_benchmark_internals_live_in_docs_not_in_the_readme():
     }
     for page, phrase in internals.items():
         assert phrase in text(DOCS / page), page
-        assert phrase not in readme, phrase
-    linked = set(re.findall(r"\]\(docs/([\w.-]+\.md)", readme))
+        for user_page in user_pages():
+            assert phrase not in text(user_page), (user_page.name, phrase)
+    linked = set(re.findall(r"\]\(docs/([\w.-]+\.md)", text(README)))
     assert set(DOC_PAGES) <= linked, "every docs page is linked from the README"
 
 
 def test_determinism_and_serving_limits_sit_in_their_sections():
-    by_section = sections(text(README))
-    for phrase, section in PLACED.items():
-        assert phrase in by_section[section]
-    assert "<!--" not in text(README)
+    for (page, section), phrase in PLACED.items():
+        assert phrase in sections(text(GUIDE / page))[section], (page, section)
+    for user_page in user_pages():
+        assert "<!--" not in text(user_page), user_page.name
 
 
 def test_relative_links_and_anchors_resolve():
-    pages = [README, *(DOCS / name for name in DOC_PAGES)]
+    pages = [README, *(DOCS / name for name in DOC_PAGES), *(GUIDE / name for name in GUIDE_PAGES)]
     assert sorted(p.name for p in DOCS.glob("*.md")) == sorted(DOC_PAGES)
     for page in pages:
         for target in re.findall(r"\]\(([^)\s]+)\)", text(page)):
@@ -133,9 +203,9 @@ def test_relative_links_and_anchors_resolve():
                 continue
             path, _, anchor = target.partition("#")
             linked = (page.parent / path).resolve() if path else page
-            assert linked.exists(), f"{page.name}: {target}"
+            assert linked.exists(), f"{page.relative_to(REPO)}: {target}"
             if anchor:
-                assert anchor in anchors(text(linked)), f"{page.name}: {target}"
+                assert anchor in anchors(text(linked)), f"{page.relative_to(REPO)}: {target}"
 
 
 def test_the_trajectory_example_is_the_tests_example_and_matches_the_schema():
@@ -143,16 +213,18 @@ def test_the_trajectory_example_is_the_tests_example_and_matches_the_schema():
 
     from rubrics.trajectory import load_trajectory
 
-    blocks = [body for info, body in fenced_blocks(sections(text(README))["The trajectory format"]) if info == "json"]
-    assert len(blocks) == 1
-    example = json.loads(blocks[0])
-    assert example == README_EXAMPLE
-    jsonschema.validate(example, json.loads(text(REPO / "schemas" / "trajectory.schema.json")))
+    schema = json.loads(text(REPO / "schemas" / "trajectory.schema.json"))
+    guide = preamble(text(GUIDE / "trajectories.md"))
+    for where in (sections(text(README))["A trajectory"], guide):   # the front page's copy and the guide's
+        blocks = [body for info, body in fenced_blocks(where) if info == "json"]
+        assert len(blocks) == 1
+        example = json.loads(blocks[0])
+        assert example == README_EXAMPLE
+    jsonschema.validate(example, schema)
     loaded = load_trajectory(example)
     assert loaded.emails()[0].attachments[0].name == "Q3_MIS.pdf" and loaded.tool_calls()[0].name == "send_email"
-    schema_fields = json.loads(text(REPO / "schemas" / "trajectory.schema.json"))["properties"]
-    documented = set(re.findall(r"^\| `(\w+)` \|", sections(text(README))["The trajectory format"], re.MULTILINE))
-    assert documented == set(schema_fields)
+    documented = set(re.findall(r"^\| `(\w+)` \|", guide, re.MULTILINE))
+    assert documented == set(schema["properties"])
 
 
 def test_every_lint_code_is_documented_once():
@@ -164,12 +236,32 @@ def test_every_lint_code_is_documented_once():
 
 def test_every_extra_is_in_the_readme_install_table():
     extras = tomllib.loads(text(REPO / "pyproject.toml"))["project"]["optional-dependencies"]
-    table = sections(text(README))["Quickstart"]
+    table = sections(text(README))["Install"]
     shown = set()
     for row in re.findall(r'^\| `pip install -e (?:\.|"\.\[([\w,]+)\]")` \|', table, re.MULTILINE):
         shown.update(filter(None, row.split(",")))
     assert shown == set(extras)
     assert [re.match(r"[\w-]+", dep).group() for dep in extras["openai"]] == ["httpx"]   # no torch
+
+
+def test_the_front_page_command_table_has_one_row_per_subcommand_in_the_parsers_order():
+    from rubrics.cli.main import build_parser
+
+    [subcommands] = [action for action in build_parser()._actions if isinstance(action, argparse._SubParsersAction)]
+    rows = re.findall(r"^\| `rubric ([\w-]+)` \|", sections(text(README))["Command line"], re.MULTILINE)
+    assert rows == list(subcommands.choices)
+
+
+def test_the_front_page_judge_table_is_the_guides_measured_table():
+    """Figures are updated in one place and copied to the other; this keeps the copy from going stale."""
+    trust = sections(text(README))["How far to trust the judge"]
+    front = table_rows(trust)
+    guide = table_rows(sections(text(GUIDE / "judges.md"))["How good is the embedded judge?"])
+    assert len(front) == 7 and front == guide
+    default_row = next(row for row in front if "(default)" in row)
+    held_out = default_row.split("|")[3].strip().strip("*")
+    assert f"balanced accuracy {held_out}" in trust, "the paragraph's headline figure is the default's, as measured"
+
 
 
 CITATION = re.compile(r"\bS[P]EC\b")   # the name of a document this repository does not have

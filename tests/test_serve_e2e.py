@@ -26,7 +26,7 @@ SERVED = "SmolLM2-135M-Instruct"   # a catalog model under its own name: its shi
 
 @pytest.fixture(scope="module")
 def embedded_model_path():
-    from judge_engine.weights import resolve_model_path
+    from judge_engine.loading.weights import resolve_model_path
 
     try:
         return resolve_model_path(None)
@@ -94,8 +94,8 @@ def test_bad_request_reaches_the_official_client_as_an_openai_error(openai_clien
 
 
 def cfo_requests():
-    from rubrics.compiler import compile_rubric
-    from rubrics.loading import load_rubric
+    from rubrics.rubric.compiler import compile_rubric
+    from rubrics.rubric.load import load_rubric
     from rubrics.trajectory import load_trajectory
 
     plan = compile_rubric(load_rubric(CFO / "rubric.yaml"))
@@ -109,7 +109,7 @@ def test_the_server_sees_the_embedded_judges_prompt_tokens(embedded_model_path):
 
     import rubrics
     from judge_engine.server.chat_encoding import encode_chat
-    from rubrics.judges import prompts
+    from rubrics.judges.prompt import prompts
 
     torch.set_num_threads(1)
     embedded = rubrics.EmbeddedJudge(method="choice")

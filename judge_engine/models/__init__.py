@@ -2,6 +2,6 @@
 
 from judge_engine.models.config import LlamaFamilyConfig, ModelConfigError
 from judge_engine.models.llama import LlamaForCausalLM
-from judge_engine.models.loader import ModelSpec, load_model
+from judge_engine.loading.loader import ModelSpec, load_model
 
 __all__ = ["LlamaFamilyConfig", "LlamaForCausalLM", "ModelConfigError", "ModelSpec", "load_model"]

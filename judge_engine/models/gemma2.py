@@ -19,9 +19,9 @@ from torch import nn
 
 from judge_engine.models.config import (LlamaFamilyConfig, ModelConfigError, attention_heads, checked_architecture,
                                         eos_and_bos, read_field, rope_settings)
-from judge_engine.models.elementwise import apply_blockwise
+from judge_engine.layers.elementwise import apply_blockwise
 from judge_engine.models.llama import KeptRows, LlamaAttention, LlamaForCausalLM, LlamaMLP, _empty
-from judge_engine.models.int8 import linear
+from judge_engine.layers.int8_linear import linear
 
 # config.json hidden_activation -> F.gelu's approximate
 GELU_APPROXIMATIONS = {"gelu_pytorch_tanh": "tanh", "gelu": "none"}

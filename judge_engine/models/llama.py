@@ -14,14 +14,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from judge_engine.attention.backend import AttentionBackend, get_backend
-from judge_engine.attention.metadata import AttentionMetadata
+from judge_engine.layers.attention.backend import AttentionBackend, get_backend
+from judge_engine.layers.attention.metadata import AttentionMetadata
 from judge_engine.models.config import LlamaFamilyConfig
-from judge_engine.models import row_tiles
-from judge_engine.models.elementwise import silu_and_mul_
-from judge_engine.models.int8 import linear
-from judge_engine.models.merged_linear import MergedLinear
-from judge_engine.models.rope import apply_rotary, inverse_frequencies, rotary_cos_sin, rotary_scaling
+from judge_engine.layers import row_tiles
+from judge_engine.layers.elementwise import silu_and_mul_
+from judge_engine.layers.int8_linear import linear
+from judge_engine.layers.merged_linear import MergedLinear
+from judge_engine.layers.rope import apply_rotary, inverse_frequencies, rotary_cos_sin, rotary_scaling
 
 
 def _empty(*shape: int, dtype: torch.dtype) -> nn.Parameter:
@@ -153,7 +153,7 @@ class LlamaForCausalLM(nn.Module):
         self.norm = _empty(config.hidden_size, dtype=dtype)
         untied = not config.tie_word_embeddings
         self.lm_head = _empty(config.vocab_size, config.hidden_size, dtype=dtype) if untied else None
-        # set by judge_engine/quantization.py: the LM head's int8 weight (the tied embeddings stay float for lookups),
+        # set by judge_engine/loading/quantization.py: the LM head's int8 weight (the tied embeddings stay float for lookups),
         # and False once no product needs the flat batch padded to row tiles
         self.logits_head: nn.Module | None = None
         self.pads_row_tiles = True
@@ -268,7 +268,7 @@ class LlamaForCausalLM(nn.Module):
 
 def _pad_to_row_tiles(input_ids: torch.Tensor, positions: torch.Tensor,
                       meta: AttentionMetadata) -> tuple[torch.Tensor, torch.Tensor, AttentionMetadata]:
-    """On the CPU, the flat batch padded to whole row tiles (judge_engine/models/row_tiles.py) once, so that the
+    """On the CPU, the flat batch padded to whole row tiles (judge_engine/layers/row_tiles.py) once, so that the
     products of every layer need no copy to pad their input. Padding rows store no keys (slot -1), attend to
     nothing and are never read."""
     extra = row_tiles.tiled_rows(input_ids.shape[0]) - input_ids.shape[0]

@@ -150,7 +150,7 @@ def check_model(state: ServerState, name: str) -> None:
 
 
 def sampling_params(body: p.OpenAIRequest, max_tokens: int, logprobs: int | None) -> Any:
-    from judge_engine.sampler import SamplingParams, SamplingParamsError
+    from judge_engine.engine.sampler import SamplingParams, SamplingParamsError
 
     try:
         return SamplingParams(temperature=body.temperature, top_p=body.top_p, max_tokens=max_tokens,

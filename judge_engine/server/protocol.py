@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationInfo, field_validator, model_serializer
 
-from judge_engine.sampler import SEED_MAX, SEED_MIN
+from judge_engine.engine.sampler import SEED_MAX, SEED_MIN
 
 MAX_TOP_LOGPROBS = 20
 # choices per request (and best_of candidates): they share the prompt's KV blocks, but each decodes on its own

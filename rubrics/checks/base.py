@@ -9,7 +9,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict
 
-from rubrics.selectors import Selection, is_valid_selector, select
+from rubrics.trajectory.selectors import Selection, is_valid_selector, select
 from rubrics.trajectory import Trajectory
 
 ERROR = "error"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from rubrics.checks.base import WARNING, CheckConfig, CheckOutcome, LintProblem, lint_glob, quote
-from rubrics.selectors import matching_files
+from rubrics.trajectory.selectors import matching_files
 from rubrics.trajectory import Trajectory
 
 

@@ -24,7 +24,7 @@ from rubrics.checks.base import (
     select_text,
 )
 from rubrics.checks.patterns import Pattern, compile_pattern, finditer, lint_pattern
-from rubrics.selectors import DEFAULT_SELECTOR
+from rubrics.trajectory.selectors import DEFAULT_SELECTOR
 from rubrics.trajectory import Trajectory
 
 _SCALES = {

@@ -17,7 +17,7 @@ from rubrics.checks.base import (
     select_text,
 )
 from rubrics.checks.patterns import Pattern, compile_pattern, lint_pattern, search
-from rubrics.selectors import DEFAULT_SELECTOR
+from rubrics.trajectory.selectors import DEFAULT_SELECTOR
 from rubrics.trajectory import Trajectory
 
 

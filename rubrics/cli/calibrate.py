@@ -25,10 +25,10 @@ def run(args) -> int:
     import sys
     from pathlib import Path
 
-    from rubrics.delivery.calibrate_tasks import calibrate
-    from rubrics.delivery.catalog import load_catalog
-    from rubrics.delivery.graded_results import read_results
-    from rubrics.delivery.report_files import CALIBRATION_FILE
+    from rubrics.delivery.pass_rates.label_tasks import calibrate
+    from rubrics.delivery.tasks.catalog import load_catalog
+    from rubrics.delivery.runs.graded_results import read_results
+    from rubrics.delivery.report.files import CALIBRATION_FILE
 
     root, results_path = Path(args.dir), Path(args.results)
     for path, what in ((root, "not a directory"), (results_path, "no such file")):

@@ -190,7 +190,7 @@ def engine_option(args) -> dict:
 
 def make_panel(args, plan, calibration: dict, cache):
     """--judge panel: the --panel-member members, else the rubric's judge: panel."""
-    from rubrics.judges.panel_members import build_panel, parse_member
+    from rubrics.judges.panel.members import build_panel, parse_member
 
     spec = plan.rubric.judge.panel if plan is not None and plan.rubric.judge is not None else None
     texts = args.panel_member or (spec.members if spec is not None else [])
@@ -281,18 +281,18 @@ def run(args) -> int:
 
 @dataclass
 class Graded:
-    jobs: list       # rubrics.jobs.Job, in result order
-    results: list    # rubrics.result.Result
+    jobs: list       # rubrics.grading.jobs.Job, in result order
+    results: list    # rubrics.grading.result.Result
     load_errors: list[str]
 
 
 def grade_paths(args) -> Graded | None:
     from pathlib import Path
 
-    from rubrics.compiler import compile_rubric
-    from rubrics.jobs import Job
-    from rubrics.loading import analyze_rubric
-    from rubrics.scoring import grade_jobs
+    from rubrics.rubric.compiler import compile_rubric
+    from rubrics.grading.jobs import Job
+    from rubrics.rubric.load import analyze_rubric
+    from rubrics.grading.scoring import grade_jobs
 
     rubric, problems, source = analyze_rubric(Path(args.rubric))
     for problem in problems:
@@ -315,9 +315,9 @@ def grade_paths(args) -> Graded | None:
 def grade_dataset(args) -> Graded:
     """Every usable line of every --dataset file, all judge requests in one judge call. The judge comes from the
     options; a rubric's own judge: panel or calibration is used when every rubric of the run has the same."""
-    from rubrics.dataset import read_dataset
-    from rubrics.jobs import PlanCache
-    from rubrics.scoring import default_judge_key, grade_jobs
+    from rubrics.grading.dataset import read_dataset
+    from rubrics.grading.jobs import PlanCache
+    from rubrics.grading.scoring import default_judge_key, grade_jobs
 
     jobs, load_errors, plans = [], [], PlanCache(limit=1 << 30)
     for name in args.dataset:
@@ -348,7 +348,7 @@ def aggregate_of(args, graded: Graded):
 
 def write_results(results, args, aggregate=None) -> None:
     from rubrics.cli.table import render_aggregate, render_table
-    from rubrics.json_text import dumps
+    from rubrics.trajectory.json_text import dumps
 
     # Strict JSON (no NaN), lone surrogates escaped: the whole text is encoded before anything is written,
     # so a value that cannot be written never leaves a truncated or empty --output file behind.

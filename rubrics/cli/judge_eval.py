@@ -73,7 +73,7 @@ def build_judge(args, method: str | None, *, raw: bool):
 
 
 def build_panel_judge(args):
-    from rubrics.judges.panel_members import build_panel, parse_member
+    from rubrics.judges.panel.members import build_panel, parse_member
 
     if len(args.panel_member) < 2:
         args.parser.error("a panel needs at least two --panel-member")
@@ -86,7 +86,7 @@ def build_panel_judge(args):
 
 def judge_all(args, judge) -> tuple[list, list[str]]:
     from rubrics import judge_eval as je
-    from rubrics.loading import load_rubric
+    from rubrics.rubric.load import load_rubric
 
     if args.no_examples:
         judge = je.ExamplesRemoved(judge)
@@ -178,7 +178,7 @@ def run(args) -> int:
 
 
 def write_label_rows(path: str, output: dict, judged: list, thresholds: dict, recorder) -> bool:
-    from rubrics.json_text import dumps
+    from rubrics.trajectory.json_text import dumps
     from rubrics.view.judge_eval_export import export, label_rows
 
     try:

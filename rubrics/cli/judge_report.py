@@ -5,7 +5,7 @@ from collections.abc import Sequence
 
 
 def judge_report_lines(results: Sequence, prices: tuple[float, float] | None = None) -> list[str]:
-    from rubrics.judges.agreement import describe, panel_agreement
+    from rubrics.judges.panel.agreement import describe, panel_agreement
     from rubrics.judges.usage import cost, total_usage
 
     lines = []

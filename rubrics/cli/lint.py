@@ -29,8 +29,8 @@ def expand(paths: list[str]) -> list[str]:
 
 
 def run(args) -> int:
-    from rubrics.lint import has_errors, lint_file
-    from rubrics.problems import ERROR
+    from rubrics.rubric.lint import has_errors, lint_file
+    from rubrics.rubric.problems import ERROR
 
     failed = False
     for name in expand(args.files):

@@ -31,7 +31,7 @@ def run_list(args) -> int:
 
     from rubrics.judges.judge_models import JUDGE_MODELS, default_judge_model
     from rubrics.judges.quality import measured_quality
-    from rubrics.model_cache import rubrics_cache_dir
+    from rubrics.cache_dir import rubrics_cache_dir
 
     default = default_judge_model()
     rows = []
@@ -57,12 +57,12 @@ def run_list(args) -> int:
 def run_pull(args) -> int:
     from rubrics.judges.extras import explain_missing
     from rubrics.judges.judge_models import default_judge_model
-    from rubrics.model_cache import rubrics_cache_dir
+    from rubrics.cache_dir import rubrics_cache_dir
 
     name = args.name or default_judge_model()
     try:
         from judge_engine import CatalogError, find_model
-        from judge_engine import weights
+        from judge_engine.loading import weights
 
         entry = find_model(name)
         with PullBar(entry) as bar:

@@ -26,8 +26,8 @@ def run(args) -> int:
 
     from pydantic import ValidationError
 
-    from rubrics.delivery.report_files import CALIBRATION_FILE, write_report
-    from rubrics.delivery.split import SPLIT_FILE
+    from rubrics.delivery.report.files import CALIBRATION_FILE, write_report
+    from rubrics.delivery.split.heldout import SPLIT_FILE
 
     root = Path(args.dir)
     if not root.is_dir():
@@ -60,11 +60,11 @@ def _uplift(args, root, calibration, split, out_dir) -> int:
     import sys
     from pathlib import Path
 
-    from rubrics.delivery.graded_results import read_results
-    from rubrics.delivery.report_build import removed_tasks
-    from rubrics.delivery.report_files import read_inputs
-    from rubrics.delivery.uplift import build_uplift
-    from rubrics.delivery.uplift_render import UPLIFT_JSON, UPLIFT_MD, UPLIFT_SVG, uplift_markdown, uplift_svg
+    from rubrics.delivery.runs.graded_results import read_results
+    from rubrics.delivery.report.build import removed_tasks
+    from rubrics.delivery.report.files import read_inputs
+    from rubrics.delivery.report.uplift import build_uplift
+    from rubrics.delivery.report.uplift_render import UPLIFT_JSON, UPLIFT_MD, UPLIFT_SVG, uplift_markdown, uplift_svg
 
     if not (args.baseline and args.candidate):
         print("--baseline and --candidate go together", file=sys.stderr)

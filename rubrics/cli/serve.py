@@ -100,7 +100,7 @@ def positive_int(text: str) -> int:
 def engine_config(args):
     from judge_engine.config import EngineConfig
 
-    from rubrics.model_cache import rubrics_cache_dir
+    from rubrics.cache_dir import rubrics_cache_dir
 
     options = {"model": served_model(args), "device": args.device, "dtype": args.dtype,
                "max_num_seqs": args.max_num_seqs, "max_num_batched_tokens": args.max_num_batched_tokens,
@@ -137,7 +137,7 @@ def run(args) -> int:
         import uvicorn
 
         from judge_engine.config import EngineConfigError
-        from judge_engine.engine import LLMEngine
+        from judge_engine.engine.llm_engine import LLMEngine
         from judge_engine.server.app import create_app
     except ImportError as exc:
         print(f"error: rubric serve needs the [engine] and [serve] extras ({exc.name!r} is not installed); "

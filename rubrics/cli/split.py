@@ -24,9 +24,9 @@ def run(args) -> int:
     import sys
     from pathlib import Path
 
-    from rubrics.delivery.catalog import load_catalog
-    from rubrics.delivery.neardup import DEFAULT_THRESHOLD
-    from rubrics.delivery.split import SPLIT_FILE, materialize, plan_split, write_plan
+    from rubrics.delivery.tasks.catalog import load_catalog
+    from rubrics.delivery.split.near_duplicates import DEFAULT_THRESHOLD
+    from rubrics.delivery.split.heldout import SPLIT_FILE, materialize, plan_split, write_plan
 
     root = Path(args.dir)
     if not root.is_dir():

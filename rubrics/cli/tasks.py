@@ -54,8 +54,8 @@ def _sandbox_options(parser) -> None:
 
 
 def _settings(args):
-    from rubrics.delivery.run_batch import RunSettings
-    from rubrics.delivery.sandbox_limits import SandboxLimits
+    from rubrics.delivery.runs.run_batch import RunSettings
+    from rubrics.delivery.sandbox.limits import SandboxLimits
 
     limits = SandboxLimits(wall_s=args.timeout, memory_mb=args.memory, processes=args.processes)
     if args.jobs < 1:
@@ -67,7 +67,7 @@ def run_check(args) -> int:
     import sys
     from pathlib import Path
 
-    from rubrics.delivery.folder_check import check_delivery
+    from rubrics.delivery.tasks.folder_check import check_delivery
 
     root = Path(args.dir)
     if not root.is_dir():
@@ -88,8 +88,8 @@ def run_attempts(args) -> int:
     from pathlib import Path
 
     from rubrics.cli.table import align, printable
-    from rubrics.delivery.run_batch import run_batch, write_results
-    from rubrics.delivery.sandbox import SandboxUnavailable
+    from rubrics.delivery.runs.run_batch import run_batch, write_results
+    from rubrics.delivery.sandbox.base import SandboxUnavailable
 
     root, attempts = Path(args.dir), Path(args.attempts)
     for path in (root, attempts):
@@ -132,8 +132,8 @@ def run_validate(args) -> int:
     import sys
     from pathlib import Path
 
-    from rubrics.delivery.sandbox import SandboxUnavailable
-    from rubrics.delivery.validate import VALIDATION_FILE, validate_delivery
+    from rubrics.delivery.sandbox.base import SandboxUnavailable
+    from rubrics.delivery.runs.validate import VALIDATION_FILE, validate_delivery
 
     root = Path(args.dir)
     if not root.is_dir():

@@ -1,5 +1,6 @@
-"""Tooling a vendor and a lab run on a delivery of task folders: folder checks, held-out split, report.
-
-Calibration of graded attempts lives in `rubrics.calibration`. Submodules are imported directly
-(`from rubrics.delivery.split import split_delivery`) so that `import rubrics` stays light.
+"""Tooling a vendor and a lab run on a delivery of task folders, one subpackage per stage: `tasks/` (the folders
+and their check), `sandbox/` (where grade.sh runs), `runs/` (attempts graded against hidden tests), `split/` (the
+held-out split), `pass_rates/` (how often a model solves each task, and the keep/drop/inspect label), `report/`.
+Submodules are imported directly (`from rubrics.delivery.split.heldout import plan_split`) so that `import rubrics`
+stays light.
 """

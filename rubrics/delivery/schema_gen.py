@@ -21,31 +21,31 @@ def _model_schema(model: type, name: str, mode: str) -> dict:
 
 
 def task_schema() -> dict:
-    from rubrics.delivery.task import TaskSpec
+    from rubrics.delivery.tasks.task import TaskSpec
 
     return _model_schema(TaskSpec, "task", "validation")
 
 
 def calibration_schema() -> dict:
-    from rubrics.delivery.calibration_model import CalibrationReport
+    from rubrics.delivery.pass_rates.records import CalibrationReport
 
     return _model_schema(CalibrationReport, "calibration", "serialization")
 
 
 def split_schema() -> dict:
-    from rubrics.delivery.split import SplitPlan
+    from rubrics.delivery.split.heldout import SplitPlan
 
     return _model_schema(SplitPlan, "split", "serialization")
 
 
 def delivery_report_schema() -> dict:
-    from rubrics.delivery.report_model import DeliveryReport
+    from rubrics.delivery.report.records import DeliveryReport
 
     return _model_schema(DeliveryReport, "delivery_report", "serialization")
 
 
 def task_run_result_schema() -> dict:
-    from rubrics.delivery.run_model import RunResult
+    from rubrics.delivery.runs.records import RunResult
 
     return _model_schema(RunResult, "task_run_result", "serialization")
 

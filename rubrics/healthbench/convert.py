@@ -68,7 +68,7 @@ def _points(value: Any, where: str) -> int:
 
 def convert_row(row: Any, completion: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """(rubric dict, trajectory dict) of one row and its completion; RowError names the field that is wrong."""
-    from rubrics.model import TAG_PATTERN
+    from rubrics.rubric.spec import TAG_PATTERN
 
     if not isinstance(row, dict):
         raise RowError(f"expected a JSON object, got {type(row).__name__}")
@@ -120,7 +120,7 @@ def safe_name(text: str) -> str:
 
 def _jsonl(path: Path) -> Iterator[tuple[int, Any]]:
     """(line number, decoded value or the JSONTextError) of each non-blank line."""
-    from rubrics.json_text import JSONTextError, loads, text_lines
+    from rubrics.trajectory.json_text import JSONTextError, loads, text_lines
 
     for line in text_lines(path.read_bytes().removeprefix(b"\xef\xbb\xbf")):
         if line.error is not None:
@@ -151,8 +151,8 @@ def read_completions(path: Path, errors: list[str]) -> dict[str, str]:
 
 def import_healthbench(source: Path, completions: Path | None = None, column: str = "completion") -> ImportReport:
     """Every usable row of `source` as an Example; each bad row is one error line naming file:line and field."""
-    from rubrics.loading import load_rubric
-    from rubrics.problems import RubricError
+    from rubrics.rubric.load import load_rubric
+    from rubrics.rubric.problems import RubricError
 
     report = ImportReport()
     by_id = read_completions(completions, report.errors) if completions is not None else None

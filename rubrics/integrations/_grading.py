@@ -11,7 +11,7 @@ from typing import Any, Sequence, get_args
 
 from rubrics.judges.extras import MissingExtraError
 from rubrics.judges.protocol import Judge
-from rubrics.result import OnError, Result
+from rubrics.grading.result import OnError, Result
 
 INSTALL = "pip install 'agent-rubrics[{extra}]'"
 REWARDS = ("hard", "expected")
@@ -47,8 +47,8 @@ class Grader:
     engine shares the instructions across rubrics and each trajectory's context across its items."""
 
     def __init__(self, judge: Judge | None = None):
-        from rubrics.jobs import PlanCache
-        from rubrics.scoring import JudgeChoice
+        from rubrics.grading.jobs import PlanCache
+        from rubrics.grading.scoring import JudgeChoice
 
         self.plans = PlanCache()
         self.judges = JudgeChoice(judge)
@@ -63,8 +63,8 @@ class Grader:
     def grade(self, trajectories: Sequence[Any], rubric_sources: Sequence[Any], reward: str = "hard") -> list[Result]:
         """One Result per trajectory, in input order, each against its own rubric (an unusable rubric fails only
         its own trajectories: their results are incomplete)."""
-        from rubrics.jobs import make_jobs
-        from rubrics.scoring import grade_jobs
+        from rubrics.grading.jobs import make_jobs
+        from rubrics.grading.scoring import grade_jobs
 
         if len(trajectories) != len(rubric_sources):
             raise ValueError(f"{len(trajectories)} trajectories but {len(rubric_sources)} rubrics")

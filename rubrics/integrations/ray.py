@@ -18,9 +18,9 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from rubrics.integrations._grading import Grader, check_on_error, check_reward, require, rewards
-from rubrics.json_text import dumps
+from rubrics.trajectory.json_text import dumps
 from rubrics.judges.protocol import Judge
-from rubrics.result import OnError
+from rubrics.grading.result import OnError
 
 require("numpy", "ray", "rubrics.integrations.ray")
 import numpy as np  # noqa: E402  (after the install hint)
@@ -120,7 +120,7 @@ def grade_dataset(dataset: Any, rubric: Any = None, *, concurrency: int = 1, bat
     file. `map_options` go to map_batches (e.g. num_cpus per actor); the rest to RubricGrader."""
     ray_data = require("ray.data", "ray", "rubrics.integrations.ray.grade_dataset")
     if rubric is not None:
-        from rubrics.loading import load_rubric
+        from rubrics.rubric.load import load_rubric
 
         rubric = load_rubric(rubric)
     return dataset.map_batches(RubricGrader, fn_constructor_kwargs={"rubric": rubric, **grader_options},

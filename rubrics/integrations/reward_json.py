@@ -12,8 +12,8 @@ import tempfile
 from pathlib import Path
 from typing import Any, Sequence
 
-from rubrics.json_text import dumps
-from rubrics.result import Result
+from rubrics.trajectory.json_text import dumps
+from rubrics.grading.result import Result
 
 KEY = "reward"
 

@@ -13,7 +13,7 @@ A calibration maps a method's raw score to a probability, and the raw score depe
 prompts, so a file is refused (CalibrationFileError, naming the file, the field, what the judge expected and what
 the file holds) when it was made for another model (`judge_model.name`; `judge_model.weights_sha256` when both the
 file and the judge know it: an OpenAI-compatible server does not say, so its files record null) or another prompt
-layout (`prompt_layout`, rubrics.judges.prompts.PROMPT_LAYOUT_VERSION). `calibrations` holds one entry per method;
+layout (`prompt_layout`, rubrics.judges.prompt.prompts.PROMPT_LAYOUT_VERSION). `calibrations` holds one entry per method;
 a method without an entry keeps its built-in calibration, and a judge asked for a method the file has no entry
 for (its `method=`, or every method a rubric's judge items use in `rubric grade`) refuses the file.
 This module needs nothing beyond the standard library.
@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from rubrics.judges.methods import METHOD_NAMES, Calibration
-from rubrics.judges.prompts import PROMPT_LAYOUT_VERSION
+from rubrics.judges.prompt.prompts import PROMPT_LAYOUT_VERSION
 
 FORMAT = 1
 FIELDS = ("format", "judge_model", "prompt_layout", "calibrations")

@@ -19,7 +19,7 @@ from typing import Any
 from rubrics.judges.calibration_file import ModelIdentity, judge_calibrations
 from rubrics.judges.methods import Calibration, JudgeMethod, JudgeMethods, PromptSpec, Reasoning, \
     ScoredPrompt
-from rubrics.judges.prompt_ids import BuiltPrompt, PromptBuilder, PromptError, PromptRequest
+from rubrics.judges.prompt.ids import BuiltPrompt, PromptBuilder, PromptError, PromptRequest
 from rubrics.judges.protocol import JudgeRequest, Verdict
 from rubrics.judges.usage import JudgeUsage
 
@@ -69,7 +69,7 @@ class EmbeddedJudge:
 
     sample_temperature: float = 0.7
     sample_seed: int = 0
-    # judge() may run in several threads at once (rubrics.batching gives it up to this many batches in flight):
+    # judge() may run in several threads at once (rubrics.grading.batching gives it up to this many batches in flight):
     # the engine schedules a call that arrives while another runs next to it, step by step.
     concurrent_calls: int = 4
 
@@ -287,7 +287,7 @@ def engine_defaults(options: dict[str, Any]) -> dict[str, Any]:
     """The engine options the judge runs with: float32 unless asked (the shipped calibrations, the golden figures and
     the verdict cache assume it, and it gives the same probabilities on every CPU, whatever the engine would pick
     for speed), and the product's cache directory for the model unless given."""
-    from rubrics.model_cache import rubrics_cache_dir
+    from rubrics.cache_dir import rubrics_cache_dir
 
     return {"dtype": "float32", "cache_dir": str(rubrics_cache_dir()), **options}
 
@@ -296,7 +296,7 @@ def embedded_identity(model: str | None, llm: Any = None) -> ModelIdentity:
     """ModelIdentity of the weights `model` names (None: the engine's default model), or of those llm loaded."""
     from judge_engine import model_identity
 
-    from rubrics.model_cache import rubrics_cache_dir
+    from rubrics.cache_dir import rubrics_cache_dir
 
     name, digest = model_identity(model, rubrics_cache_dir(), resolved=llm.model_path if llm is not None else None)
     return ModelIdentity(name, digest)

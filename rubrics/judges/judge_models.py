@@ -6,7 +6,7 @@ A catalog model (judge_engine's catalog: `rubric model list`) ships a calibratio
 with `rubric judge-eval --fit-calibration --write` on the shipped labels) and a default method, both chosen by
 benchmarks/judge_quality.py. A model outside the catalog (a local path) gets the identity calibration and a
 warning that names the command that fits one: never another model's calibration, whose raw scores mean other
-things. Adding a judge model: its catalog entry (judge_engine/catalog/), its calibration file here, one line in
+things. Adding a judge model: its catalog entry (judge_engine/loading/catalog/), its calibration file here, one line in
 JUDGE_MODELS.
 """
 from __future__ import annotations

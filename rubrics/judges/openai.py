@@ -1,6 +1,6 @@
 """OpenAIJudge: the judge on any OpenAI-compatible server (vLLM, SGLang, llama.cpp server, `rubric serve`).
 
-It sends the same prompt layout as the embedded judge (rubrics/judges/prompts.py): one system turn that every
+It sends the same prompt layout as the embedded judge (rubrics/judges/prompt/prompts.py): one system turn that every
 request shares, then one user turn that starts with the trajectory's context and ends with the item, so a
 server with automatic prefix caching computes each trajectory's context once. Requests for one trajectory are
 sent next to each other for the same reason.
@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from rubrics.judges import prompts
+from rubrics.judges.prompt import prompts
 from rubrics.judges.calibration_file import CalibrationFileError, ModelIdentity, judge_calibrations
 from rubrics.judges.methods import DEFAULT_HTTP_METHOD, Calibration, JudgeMethod, JudgeMethods, PromptSpec, \
     ScoredPrompt

@@ -45,7 +45,7 @@ PATH_ENV = "RUBRICS_VERDICT_CACHE"
 def default_cache_path() -> Path:
     """$RUBRICS_VERDICT_CACHE, else verdicts.sqlite in the product's cache directory ($RUBRICS_CACHE, else
     ~/.cache/agent-rubrics)."""
-    from rubrics.model_cache import rubrics_cache_dir
+    from rubrics.cache_dir import rubrics_cache_dir
 
     if os.environ.get(PATH_ENV):
         return Path(os.environ[PATH_ENV]).expanduser()

@@ -1,7 +1,7 @@
 """Two runs of the same trajectories side by side: per trajectory the score difference and the items that flipped,
 and a summary with the mean difference and its bootstrap interval.
 
-The interval is the uplift report's computation (rubrics.delivery.intervals.bootstrap_difference, with the
+The interval is the uplift report's computation (rubrics.delivery.pass_rates.intervals.bootstrap_difference, with the
 report's seed and resample count), paired by trajectory: each trajectory is a "task" with one attempt, its score.
 """
 from __future__ import annotations
@@ -12,9 +12,9 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict
 
-from rubrics.delivery.intervals import bootstrap_difference
-from rubrics.delivery.uplift import RESAMPLES, SEED
-from rubrics.result import Result
+from rubrics.delivery.pass_rates.intervals import bootstrap_difference
+from rubrics.delivery.report.uplift import RESAMPLES, SEED
+from rubrics.grading.result import Result
 
 # Scores are ratios of small integers: a difference below this is float noise, not a change.
 SAME = 1e-9

@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from rubrics.json_text import loads
+from rubrics.trajectory.json_text import loads
 from rubrics.view.judge_eval_export import LabelRow
 
 BINS = 10

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from rubrics.json_text import JSONTextError, decode_utf8, loads, position, text_lines, top_level_array_spans
-from rubrics.result import Result
+from rubrics.trajectory.json_text import JSONTextError, decode_utf8, loads, position, text_lines, top_level_array_spans
+from rubrics.grading.result import Result
 
 # A problem's message is shown on the page; a 10 MB bad line must not become a 10 MB message.
 MESSAGE_LIMIT = 500

@@ -11,8 +11,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from rubrics.compiler import DEFAULT_THRESHOLD
-from rubrics.result import ItemResult
+from rubrics.rubric.compiler import DEFAULT_THRESHOLD
+from rubrics.grading.result import ItemResult
 
 DEFAULT_BAND = (0.35, 0.65)
 _STATED = re.compile(r"\(threshold ([01](?:\.\d+)?)\)")
@@ -31,8 +31,8 @@ RubricBands = dict[str, dict[str, JudgeBand]]   # rubric id -> item id -> band
 
 def rubric_bands(paths: list[str]) -> RubricBands:
     """Raises the loader's errors (a rubric that does not load is the user's to fix, not to guess around)."""
-    from rubrics.compiler import compile_rubric
-    from rubrics.loading import load_rubric
+    from rubrics.rubric.compiler import compile_rubric
+    from rubrics.rubric.load import load_rubric
 
     out: RubricBands = {}
     for path in paths:

@@ -104,7 +104,7 @@ def random_prompt(seed: int, length: int, vocab: int = TINY_VOCAB) -> list[int]:
 def tiny_llm(folder: Path, *, blocks: int = 256, block_size: int = 4, **options):
     """An LLM over a tiny checkpoint with a cache of `blocks` blocks (tiny blocks, so that tables are long)."""
     from judge_engine import LLM
-    from judge_engine.kv_cache import bytes_per_block
+    from judge_engine.engine.kv_cache import bytes_per_block
 
     spec = _tiny_spec(folder)
     return LLM(str(folder), block_size=block_size,
@@ -118,7 +118,7 @@ def _dtype(options) -> torch.dtype:
 @functools.lru_cache(maxsize=None)
 def _tiny_spec(folder: Path):
     from judge_engine.models.config import read_config_json
-    from judge_engine.models.loader import ModelSpec
+    from judge_engine.loading.loader import ModelSpec
     from judge_engine.models.registry import family_for
 
     raw, source = read_config_json(folder)

@@ -8,8 +8,8 @@ import pytest
 import torch
 from tiny_models import contiguous_layout
 
-from judge_engine.attention import get_backend
-from judge_engine.attention.torch_paged import paged_attention, store_kv
+from judge_engine.layers.attention import get_backend
+from judge_engine.layers.attention.torch_paged import paged_attention, store_kv
 
 torch.set_num_threads(min(2, torch.get_num_threads()))
 
@@ -144,7 +144,7 @@ def test_bfloat16_cache_close_to_reference():
 
 def _slice_meta(meta, b):
     """The metadata of sequence ``b`` alone."""
-    from judge_engine.attention.metadata import AttentionMetadata
+    from judge_engine.layers.attention.metadata import AttentionMetadata
 
     start, end = int(meta.cu_seqlens_q[b]), int(meta.cu_seqlens_q[b + 1])
     return AttentionMetadata(
@@ -173,7 +173,7 @@ def test_sequences_sharing_cached_prefix_blocks_are_grouped_and_stay_batch_invar
     """Criteria behind one shared 300-token prefix (the same cache blocks), short tails and a fresh 260-token
     prompt in one step: every query matches the dense reference, and equals its sequence computed alone bit for
     bit."""
-    from judge_engine.attention.metadata import AttentionMetadata
+    from judge_engine.layers.attention.metadata import AttentionMetadata
 
     block_size, num_q_heads, num_kv_heads = 16, 6, 2
     gen = torch.Generator().manual_seed(21)

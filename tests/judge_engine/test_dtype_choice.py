@@ -11,10 +11,10 @@ import pytest
 import torch
 
 from engine_fixtures import tiny_llama, tiny_llm  # noqa: F401
-from judge_engine import dtype_choice
+from judge_engine.loading import dtype_choice
 from judge_engine.config import EngineConfig
-from judge_engine.cpu_info import CpuInfo, parse_cpuinfo
-from judge_engine.dtype_choice import MatmulSpeed, SlowDtypeWarning, choose_cpu_dtype, resolve_dtype
+from judge_engine.loading.cpu_info import CpuInfo, parse_cpuinfo
+from judge_engine.loading.dtype_choice import MatmulSpeed, SlowDtypeWarning, choose_cpu_dtype, resolve_dtype
 
 AVX2_EPYC = CpuInfo("AMD EPYC 7B12", frozenset({"sse4_2", "avx", "avx2", "fma"}))
 ZEN4_EPYC = CpuInfo("AMD EPYC 9B14", frozenset({"avx2", "avx512f", "avx512_bf16"}))
@@ -108,7 +108,7 @@ def test_explicit_bfloat16_where_fast_does_not_warn():
 def test_resolve_dtype_warns_through_warnings_and_logging(monkeypatch, caplog):
     monkeypatch.setattr(dtype_choice, "host_cpu", lambda: AVX2_EPYC)
     monkeypatch.setattr(dtype_choice, "measure_matmul_speed", lambda: SLOW)
-    with caplog.at_level(logging.WARNING, logger="judge_engine.dtype_choice"), \
+    with caplog.at_level(logging.WARNING, logger="judge_engine.loading.dtype_choice"), \
             pytest.warns(SlowDtypeWarning, match=r"114\.2x slower"):
         assert resolve_dtype("bfloat16", "cpu").dtype == "bfloat16"
     assert any("114.2x slower" in record.getMessage() for record in caplog.records)

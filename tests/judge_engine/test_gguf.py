@@ -12,8 +12,8 @@ from safetensors.numpy import load_file
 from tiny_models import embedded_model, run_chunks, save_tiny_checkpoint, write_tiny_gguf  # noqa: F401
 
 from judge_engine.models import load_model
-from judge_engine.models.gguf import GGUFConversionError, converted_folder, llama3_scaling_from_factors
-from judge_engine.models.rope import inverse_frequencies
+from judge_engine.loading.gguf import GGUFConversionError, converted_folder, llama3_scaling_from_factors
+from judge_engine.layers.rope import inverse_frequencies
 
 torch.set_num_threads(min(2, torch.get_num_threads()))
 
@@ -70,7 +70,7 @@ def test_conversion_is_cached_by_content(tmp_path, monkeypatch):
     def must_not_convert(*args):
         raise AssertionError("converted twice")
 
-    monkeypatch.setattr("judge_engine.models.gguf.convert_gguf", must_not_convert)
+    monkeypatch.setattr("judge_engine.loading.gguf.convert_gguf", must_not_convert)
     assert converted_folder(gguf_path) == first
     assert converted_folder(copy) == first, "the cache key is the content hash, not the path"
 

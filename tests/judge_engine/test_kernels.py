@@ -1,7 +1,7 @@
 """Triton kernels against the torch paged path and a dense float64 reference, on the CPU.
 
 Triton decides at decoration time whether a kernel is interpreted, so TRITON_INTERPRET=1 must be set
-before judge_engine.kernels is first imported. Another test module may import it earlier in the same
+before judge_engine.layers.kernels is first imported. Another test module may import it earlier in the same
 process, so the cases run in a fresh pytest subprocess: the plain pytest run sees two wrapper tests
 (interpreted cases; an ahead-of-time compile for sm_80/sm_90 that catches kernels that only the
 interpreter accepts), and each subprocess sees the cases of its mode.
@@ -78,7 +78,7 @@ class Batch:
 
 
 def _make_batch(query_lens, context_lens, *, block_size, num_kv_heads, group, head_dim, padding=0, seed=0):
-    from judge_engine.attention.metadata import AttentionMetadata
+    from judge_engine.layers.attention.metadata import AttentionMetadata
 
     gen = torch.Generator().manual_seed(seed)
     blocks_per_seq = [-(-n // block_size) for n in context_lens]
@@ -148,7 +148,7 @@ def _assert_close(actual: torch.Tensor, expected: torch.Tensor, what: str, atol:
 
 def _run_attention(batch: Batch, kernel_module, torch_module) -> None:
     """Store the new tokens and attend with the kernels; compare with both references."""
-    from judge_engine import kernels
+    from judge_engine.layers import kernels
 
     head_dim = batch.q.shape[2]
     scale = 1 / math.sqrt(head_dim)
@@ -167,8 +167,8 @@ def _run_attention(batch: Batch, kernel_module, torch_module) -> None:
 
 
 if MODE == "interpret":
-    from judge_engine import kernels
-    from judge_engine.attention import torch_paged
+    from judge_engine.layers import kernels
+    from judge_engine.layers.attention import torch_paged
 
     # (block_size, num_kv_heads, group, head_dim): every value of each axis appears, not the full product.
     LAYOUTS = [
@@ -204,7 +204,7 @@ if MODE == "interpret":
     def test_decode_split_into_partitions(block_size, group, head_dim, num_partitions):
         # The flash-decoding path a GPU takes for few long sequences: partial softmaxes merged. The short
         # sequences leave the later partitions empty, which must weigh nothing.
-        from judge_engine.kernels import decode_attention
+        from judge_engine.layers.kernels import decode_attention
 
         context_lens = [1, block_size - 3, 3 * block_size + 1, 6 * block_size + 7]
         batch = _make_batch([1] * len(context_lens), context_lens, block_size=block_size, num_kv_heads=2,
@@ -267,9 +267,9 @@ if MODE == "compile":
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    import judge_engine.kernels  # noqa: F401  (registers the submodules in sys.modules)
+    import judge_engine.layers.kernels  # noqa: F401  (registers the submodules in sys.modules)
 
-    _MODULES = {name: sys.modules[f"judge_engine.kernels.{name}"]
+    _MODULES = {name: sys.modules[f"judge_engine.layers.kernels.{name}"]
                 for name in ("store_kv", "decode_attention", "prefill_attention")}
     _FIXED_POINTERS = {"slot_mapping_ptr": "*i64", "cu_seqlens_q_ptr": "*i32", "context_lens_ptr": "*i32",
                        "block_tables_ptr": "*i32", "partial_out_ptr": "*fp32", "partial_max_ptr": "*fp32",
@@ -297,7 +297,7 @@ if MODE == "compile":
 
     @pytest.mark.parametrize("element,arch", [("fp32", 90), ("bf16", 90), ("bf16", 80)])
     def test_attention_kernels_compile(element, arch):
-        from judge_engine.kernels.tiling import dot_precision, key_tile_size, query_tile_size
+        from judge_engine.layers.kernels.tiling import dot_precision, key_tile_size, query_tile_size
 
         dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[element]
         tiles = dict(GROUP_SIZE=3, BLOCK_SIZE=16, BLOCK_N=key_tile_size(16, dtype), BLOCK_D=128,

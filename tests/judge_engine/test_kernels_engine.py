@@ -1,7 +1,7 @@
 """The engine with the Triton kernels forced on gives the torch path's logits, on the embedded model.
 
 The kernels run under the Triton interpreter on the CPU; TRITON_INTERPRET must be set before
-judge_engine.kernels is first imported, so the comparison runs in a subprocess (this file as a script).
+judge_engine.layers.kernels is first imported, so the comparison runs in a subprocess (this file as a script).
 """
 
 from __future__ import annotations

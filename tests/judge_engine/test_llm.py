@@ -354,7 +354,7 @@ def test_engine_config_names_the_bad_field(kwargs, field):
 
 def test_kv_cache_too_small_for_one_block(tiny_llama):
     from judge_engine import LLM
-    from judge_engine.kv_cache import KVCacheTooSmall
+    from judge_engine.engine.kv_cache import KVCacheTooSmall
 
     with pytest.raises(KVCacheTooSmall, match="kv_cache_bytes"):
         LLM(str(tiny_llama), kv_cache_bytes=10)
@@ -363,7 +363,7 @@ def test_kv_cache_too_small_for_one_block(tiny_llama):
 @pytest.mark.slow
 def test_embedded_greedy_equals_transformers_generate():
     from judge_engine import LLM
-    from judge_engine.models.loader import model_folder
+    from judge_engine.loading.loader import model_folder
 
     llm = LLM()
     messages = [{"role": "user", "content": "Name three colours of the rainbow."}]
@@ -381,7 +381,7 @@ def test_embedded_greedy_equals_transformers_generate():
 def test_cuda_cache_sizing_uses_free_memory_after_warm_up(monkeypatch):
     from types import SimpleNamespace
 
-    from judge_engine import kv_cache
+    from judge_engine.engine import kv_cache
 
     spec = SimpleNamespace(num_layers=30, num_kv_heads=3, head_dim=64)
     gib = 1 << 30

@@ -95,7 +95,7 @@ def test_preempted_and_recomputed_sequences(tiny_llama):
 @pytest.mark.slow
 def test_embedded_model_logits_match_transformers():
     from judge_engine import LLM
-    from judge_engine.models.loader import model_folder
+    from judge_engine.loading.loader import model_folder
 
     llm = LLM()
     messages = [{"role": "user", "content": "Did the report flag the two unapproved expenses? Answer yes or no."}]

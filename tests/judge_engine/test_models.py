@@ -140,7 +140,7 @@ CHAT = [
 def test_embedded_model_matches_transformers(embedded_model):
     import transformers
 
-    from judge_engine.tokenizer import load_tokenizer
+    from judge_engine.loading.tokenizer import load_tokenizer
 
     tokenizer = load_tokenizer(embedded_model.gguf)
     chat = tokenizer.apply_chat_template(CHAT, add_generation_prompt=True, tokenize=False)

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import torch
 
-from judge_engine.output_processor import OutputProcessor
-from judge_engine.sampler import SamplingParams
-from judge_engine.scheduler import ScheduledSequence
-from judge_engine.sequence import Sequence, SequenceStatus
+from judge_engine.engine.output_processor import OutputProcessor
+from judge_engine.engine.sampler import SamplingParams
+from judge_engine.engine.scheduler import ScheduledSequence
+from judge_engine.engine.sequence import Sequence, SequenceStatus
 
 EOS = 3
 

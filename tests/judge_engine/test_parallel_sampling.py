@@ -8,8 +8,8 @@ import pytest
 
 from engine_fixtures import random_prompt, tiny_llama, tiny_llm  # noqa: F401
 from judge_engine import SamplingParams
-from judge_engine.block_manager import BlockManager
-from judge_engine.sampler import SEED_MAX, SEED_MIN, SamplingParamsError, sample_seed
+from judge_engine.engine.block_manager import BlockManager
+from judge_engine.engine.sampler import SEED_MAX, SEED_MIN, SamplingParamsError, sample_seed
 
 PROMPT = random_prompt(7, 62)   # 15 full blocks of 4 and a partial one holding 2 tokens
 N, MAX_TOKENS, SEED = 8, 8, 1234
@@ -118,7 +118,7 @@ def test_streamed_samples_carry_their_own_increments(tiny_llama):
 
 
 def test_fork_shares_every_block_and_copies_a_shared_block_only_when_written():
-    from judge_engine.sequence import Sequence
+    from judge_engine.engine.sequence import Sequence
 
     manager = BlockManager(num_blocks=8, block_size=4)
     parent = Sequence("r", list(range(3, 9)), SamplingParams())   # 6 tokens: one full block, one partial
@@ -144,7 +144,7 @@ def test_fork_shares_every_block_and_copies_a_shared_block_only_when_written():
 
 
 def test_a_failed_copy_on_write_keeps_the_shared_block():
-    from judge_engine.sequence import Sequence
+    from judge_engine.engine.sequence import Sequence
 
     manager = BlockManager(num_blocks=2, block_size=4)
     parent = Sequence("r", [3, 4, 5, 6, 7, 8], SamplingParams())

@@ -14,10 +14,10 @@ import torch
 
 from engine_fixtures import random_prompt, tiny_gemma2, tiny_llama, tiny_llm, tiny_phi3, tiny_qwen2  # noqa: F401
 from judge_engine import SamplingParams
-from judge_engine import quantization
+from judge_engine.loading import quantization
 from judge_engine.config import EngineConfig, EngineConfigError
-from judge_engine.models import int8
-from judge_engine.models.int8 import Int8Weight, int8_matmul, int8_matmul_method, quantize_activations
+from judge_engine.layers import int8_linear as int8
+from judge_engine.layers.int8_linear import Int8Weight, int8_matmul, int8_matmul_method, quantize_activations
 
 CHOICES = [" yes", " no"]
 FAMILIES = ["tiny_llama", "tiny_qwen2", "tiny_gemma2", "tiny_phi3"]
@@ -81,7 +81,7 @@ def test_int8_scores_in_their_own_process_with_onednn_capped_at_avx2_are_the_sam
         "sys.path.insert(0, %r)\n"
         "torch.set_num_threads(1)\n"
         "from engine_fixtures import tiny_llm\n"
-        "from judge_engine.models.int8 import int8_matmul_method, probe_int_mm\n"
+        "from judge_engine.layers.int8_linear import int8_matmul_method, probe_int_mm\n"
         "llm = tiny_llm(%r, quantization='int8', cache_dir=%r)\n"
         "scores = llm.score(json.loads(sys.argv[1]), %r)\n"
         "print(json.dumps({'scores': scores, 'method': int8_matmul_method(), 'probe': probe_int_mm()}))\n"
@@ -211,7 +211,7 @@ def test_rubric_serve_quantization_int8_serves_the_int8_engine(tiny_llama, tmp_p
     import httpx
 
     from judge_engine import LLM
-    from judge_engine.engine import LLMEngine
+    from judge_engine.engine.llm_engine import LLMEngine
     from judge_engine.server.app import create_app
     from judge_engine.server.background import BackgroundServer
     from rubrics.cli.main import build_parser

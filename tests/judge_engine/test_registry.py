@@ -12,9 +12,9 @@ from tiny_models import run_chunks, save_tiny_checkpoint, write_tiny_gguf
 
 from judge_engine.models import registry
 from judge_engine.models.config import LlamaFamilyConfig, ModelConfigError
-from judge_engine.models.gguf import GGUFConversionError, converted_folder, hf_tensor_name
+from judge_engine.loading.gguf import GGUFConversionError, converted_folder, hf_tensor_name
 from judge_engine.models.llama import LlamaForCausalLM
-from judge_engine.models.loader import load_model
+from judge_engine.loading.loader import load_model
 from judge_engine.models.registry import GGUFLayout, ModelFamily, UnsupportedArchitecture
 
 torch.set_num_threads(min(2, torch.get_num_threads()))

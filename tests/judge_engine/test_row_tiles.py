@@ -1,7 +1,7 @@
 """The premise of the CPU path's batch invariance, checked on the machine that runs the tests.
 
-Every matrix product runs in calls of one fixed shape (judge_engine/models/row_tiles.py; 32-row query tiles
-in judge_engine/attention/torch_paged.py), so a row's result may depend only on the row itself: not on the
+Every matrix product runs in calls of one fixed shape (judge_engine/layers/row_tiles.py; 32-row query tiles
+in judge_engine/layers/attention/torch_paged.py), so a row's result may depend only on the row itself: not on the
 other rows of its call, not on its place in the call, not on how many tiles the batch has.
 """
 
@@ -11,8 +11,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from judge_engine.attention import torch_paged
-from judge_engine.models import row_tiles
+from judge_engine.layers.attention import torch_paged
+from judge_engine.layers import row_tiles
 
 torch.set_num_threads(min(2, torch.get_num_threads()))
 

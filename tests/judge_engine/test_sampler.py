@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from judge_engine.sampler import SamplingParams, SamplingParamsError, make_generator, sample, top_logprobs
+from judge_engine.engine.sampler import SamplingParams, SamplingParamsError, make_generator, sample, top_logprobs
 
 CPU = torch.device("cpu")
 

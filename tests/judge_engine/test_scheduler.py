@@ -6,11 +6,11 @@ import hypothesis.strategies as st
 import pytest
 from hypothesis import given, settings
 
-from judge_engine.block_manager import BlockManager
-from judge_engine.sampler import SamplingParams
-from judge_engine.scheduler import Scheduler
-from judge_engine.sequence import Sequence, SequenceStatus
-from judge_engine.stats import EngineStats
+from judge_engine.engine.block_manager import BlockManager
+from judge_engine.engine.sampler import SamplingParams
+from judge_engine.engine.scheduler import Scheduler
+from judge_engine.engine.sequence import Sequence, SequenceStatus
+from judge_engine.engine.stats import EngineStats
 
 BS = 4
 

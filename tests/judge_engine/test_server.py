@@ -11,8 +11,8 @@ import pytest
 
 from engine_fixtures import tiny_llama  # noqa: F401 - a pytest fixture
 from judge_engine.config import EngineConfig
-from judge_engine.engine import LLMEngine
-from judge_engine.sampler import SamplingParams
+from judge_engine.engine.llm_engine import LLMEngine
+from judge_engine.engine.sampler import SamplingParams
 from judge_engine.server.app import create_app
 from judge_engine.server.background import BackgroundServer
 from judge_engine.server.chat_encoding import encode_chat

@@ -10,14 +10,14 @@ import threading
 import httpx
 import pytest
 
-import judge_engine.sampler as sampler_module
+import judge_engine.engine.sampler as sampler_module
 import judge_engine.server.app as app_module
 import judge_engine.server.chat_encoding as chat_encoding
 import judge_engine.server.tokenization as tokenization
 from engine_fixtures import tiny_llama  # noqa: F401 - a pytest fixture
 from judge_engine.config import EngineConfig
-from judge_engine.engine import LLMEngine
-from judge_engine.sampler import SamplingParams
+from judge_engine.engine.llm_engine import LLMEngine
+from judge_engine.engine.sampler import SamplingParams
 from judge_engine.server.app import create_app
 from judge_engine.server.background import BackgroundServer
 

@@ -2,7 +2,7 @@
 float64 reference, the torch path's batch invariance, and block tables whose blocks left of every window were
 freed (-1).
 
-The kernel cases need TRITON_INTERPRET=1 before judge_engine.kernels is first imported, so they run in a fresh
+The kernel cases need TRITON_INTERPRET=1 before judge_engine.layers.kernels is first imported, so they run in a fresh
 pytest subprocess, as in test_kernels.py. Directly:
     SLIDING_WINDOW_KERNELS=interpret TRITON_INTERPRET=1 pytest tests/judge_engine/test_sliding_window.py
 """
@@ -25,7 +25,7 @@ if INTERPRET:
 import torch  # noqa: E402
 from tiny_models import contiguous_layout  # noqa: E402
 
-from judge_engine.attention import torch_paged  # noqa: E402
+from judge_engine.layers.attention import torch_paged  # noqa: E402
 
 torch.set_num_threads(min(2, torch.get_num_threads()))
 
@@ -136,9 +136,9 @@ def test_torch_path_reads_no_freed_block(window):
 # Freeing the blocks left of every window (a model whose every layer is windowed)
 
 def test_block_manager_gives_back_the_blocks_left_of_the_window():
-    from judge_engine.block_manager import BlockManager
-    from judge_engine.sampler import SamplingParams
-    from judge_engine.sequence import Sequence
+    from judge_engine.engine.block_manager import BlockManager
+    from judge_engine.engine.sampler import SamplingParams
+    from judge_engine.engine.sequence import Sequence
 
     manager = BlockManager(num_blocks=20, block_size=4)
     seq = Sequence("r", list(range(3, 43)), SamplingParams(max_tokens=8))
@@ -163,9 +163,9 @@ def test_block_manager_gives_back_the_blocks_left_of_the_window():
 
 
 def test_window_wider_than_the_sequence_frees_nothing():
-    from judge_engine.block_manager import BlockManager
-    from judge_engine.sampler import SamplingParams
-    from judge_engine.sequence import Sequence
+    from judge_engine.engine.block_manager import BlockManager
+    from judge_engine.engine.sampler import SamplingParams
+    from judge_engine.engine.sequence import Sequence
 
     manager = BlockManager(num_blocks=8, block_size=4)
     seq = Sequence("r", list(range(3, 23)), SamplingParams(max_tokens=1))
@@ -235,8 +235,8 @@ if not INTERPRET:
         assert "passed" in summary and "skipped" not in summary and "deselected" in summary, summary
 
 if INTERPRET:
-    from judge_engine import kernels
-    from judge_engine.kernels import decode_attention
+    from judge_engine.layers import kernels
+    from judge_engine.layers.kernels import decode_attention
 
     def _check_kernel(out, q, k_cache, v_cache, meta, keys, values, query_lens, window, softcap):
         dense = _dense(q, keys, values, query_lens, window, softcap)

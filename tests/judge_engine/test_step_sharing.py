@@ -1,4 +1,4 @@
-"""Several threads calling one LLM: their requests join the same engine batches (judge_engine/step_sharing.py)."""
+"""Several threads calling one LLM: their requests join the same engine batches (judge_engine/engine/step_sharing.py)."""
 
 from __future__ import annotations
 

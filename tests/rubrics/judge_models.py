@@ -20,8 +20,8 @@ LABELS_DIR = REPO / "examples" / "labels"
 @functools.lru_cache(maxsize=1)
 def embedded_tokenizer():
     """SmolLM2-135M-Instruct's tokenizer (fetches and converts the embedded model on first use)."""
-    from judge_engine.tokenizer import load_tokenizer
-    from judge_engine.weights import resolve_model_path
+    from judge_engine.loading.tokenizer import load_tokenizer
+    from judge_engine.loading.weights import resolve_model_path
 
     return load_tokenizer(resolve_model_path(None))
 

@@ -7,7 +7,7 @@ import pytest
 from rubric_fakes import REPO
 
 import rubrics
-from rubrics.adapters import find_adapter
+from rubrics.trajectory.adapters import find_adapter
 from rubrics.trajectory import TrajectoryError, iter_trajectory_file, load_trajectory
 
 FIXTURES = REPO / "examples" / "adapters"
@@ -200,7 +200,7 @@ def test_a_real_inspect_eval_log_is_read(tmp_path, monkeypatch):
     assert entries[1].final_answer == "Refunded 84.50 for A-1." and entries[0].source.endswith("s0_epoch_1.json")
     rubric = "version: 1\nid: r\ntask: t\ncriteria:\n  - {id: a, points: 1, contains: {text: '84.50'}}\n"
     assert [r.reward for r in rubrics.score_many([path], rubric)] == [1.0, 1.0]
-    import rubrics.adapters.inspect_log as inspect_log
+    import rubrics.trajectory.adapters.inspect_log as inspect_log
 
     monkeypatch.setattr(inspect_log, "_inspect_installed", lambda: False)   # the zip reader, without the package
     plain = list(iter_trajectory_file(path))
@@ -209,7 +209,7 @@ def test_a_real_inspect_eval_log_is_read(tmp_path, monkeypatch):
 
 
 def test_a_broken_or_oversized_eval_file_is_a_load_error_not_a_crash(tmp_path, monkeypatch):
-    import rubrics.adapters.inspect_log as inspect_log
+    import rubrics.trajectory.adapters.inspect_log as inspect_log
 
     broken = tmp_path / "broken.eval"
     broken.write_bytes(b"PK\x03\x04 not really a zip")

@@ -13,7 +13,7 @@ import torch
 
 import rubrics
 from judge_models import CFO_RUBRIC, cfo_trajectory_paths, tiny_judge_model
-from rubrics.batching import JudgeBatcher
+from rubrics.grading.batching import JudgeBatcher
 from rubrics.judges.embedded import EmbeddedJudge
 
 torch.set_num_threads(min(2, torch.get_num_threads()))

@@ -7,7 +7,7 @@ import pytest
 from rubric_fakes import ScriptedJudge, trajectory, yaml_text
 
 import rubrics
-from rubrics.batching import JudgeBatcher
+from rubrics.grading.batching import JudgeBatcher
 from rubrics.judges import Verdict
 from rubrics.trajectory import TrajectoryError
 
@@ -121,7 +121,7 @@ def test_a_cancelled_caller_does_not_disturb_the_others():
     judge = ScriptedJudge(by_evidence)
     batcher = JudgeBatcher(judge, window_ms=1000, max_batch=4, max_wait_ms=5000)
     trajs = answers(2)
-    from rubrics.jobs import PlanCache
+    from rubrics.grading.jobs import PlanCache
 
     plan = PlanCache().plan(RUBRIC)
     loaded = rubrics.load_trajectory(trajs[0])

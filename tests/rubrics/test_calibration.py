@@ -9,9 +9,9 @@ from delivery_factory import result_line, write_results
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rubrics.calibration import pass_at_k, pass_hat_k
-from rubrics.delivery.calibrate_tasks import calibrate, label_for
-from rubrics.delivery.graded_results import read_results
+from rubrics.delivery.pass_rates.estimators import pass_at_k, pass_hat_k
+from rubrics.delivery.pass_rates.label_tasks import calibrate, label_for
+from rubrics.delivery.runs.graded_results import read_results
 
 SCHEMA = json.loads((Path(__file__).resolve().parents[2] / "schemas" / "calibration.schema.json").read_text())
 

@@ -16,7 +16,7 @@ from judge_models import LABELS_DIR, REPO
 from rubrics.judges.calibration_file import CalibrationFile, CalibrationFileError, ModelIdentity, \
     calibration_from_dict, load_calibration_file, rubric_calibration_path
 from rubrics.judges.methods import METHOD_CLASSES, Calibration
-from rubrics.judges.prompts import PROMPT_LAYOUT_VERSION
+from rubrics.judges.prompt.prompts import PROMPT_LAYOUT_VERSION
 
 SMOL = ModelIdentity("SmolLM2-135M-Instruct", "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53")
 REFUNDS = LABELS_DIR / "support-refunds"
@@ -119,7 +119,7 @@ def test_grade_refuses_a_degenerate_calibration_file(tmp_path):
 
 
 def test_the_rubric_path_is_relative_to_the_rubric_file(tmp_path):
-    from rubrics.loading import load_rubric
+    from rubrics.rubric.load import load_rubric
 
     source = REFUNDS_RUBRIC.read_text().replace("judge:\n", "judge:\n  calibration: cal/statement.json\n", 1)
     (tmp_path / "r").mkdir()
@@ -168,7 +168,7 @@ def test_a_judge_method_the_file_has_no_entry_for_is_refused(tmp_path):
 
 
 def test_a_file_for_the_embedded_default_fits_the_same_weights_loaded_from_their_gguf():
-    from judge_engine.weights import resolve_model_path
+    from judge_engine.loading.weights import resolve_model_path
     from rubrics.judges.embedded import embedded_identity
 
     assert embedded_identity(None) == SMOL == embedded_identity(str(resolve_model_path(None)))
@@ -192,9 +192,9 @@ def test_the_openai_judge_checks_the_served_models_name(tmp_path):
 
 
 def test_score_without_a_judge_uses_the_rubrics_calibration(tmp_path):
-    from rubrics.compiler import compile_rubric
-    from rubrics.loading import load_rubric
-    from rubrics.scoring import resolve_judge
+    from rubrics.rubric.compiler import compile_rubric
+    from rubrics.rubric.load import load_rubric
+    from rubrics.grading.scoring import resolve_judge
 
     write(tmp_path / "c.json", content())
     source = REFUNDS_RUBRIC.read_text().replace("judge:\n", "judge:\n  calibration: c.json\n", 1)
@@ -265,14 +265,14 @@ def test_judge_eval_write_keeps_other_methods_of_the_same_judge(tmp_path):
 # ------------------------------------------------------------------------------ the prompt-layout version
 
 # PROMPT_LAYOUT_VERSION -> fingerprint of every method's prompts for one item. When the prompts change, this test
-# fails: bump PROMPT_LAYOUT_VERSION (rubrics/judges/prompts.py) and record the new fingerprint under it.
+# fails: bump PROMPT_LAYOUT_VERSION (rubrics/judges/prompt/prompts.py) and record the new fingerprint under it.
 LAYOUT_FINGERPRINTS = {
     "2026-11-30.1": "b1ccbefa4d69400cbe0207f34d2d5b32777d5f5cabea70ac6af8f6543746e720",
 }
 
 
 def layout_fingerprint() -> str:
-    from rubrics.judges.prompts import chat_messages
+    from rubrics.judges.prompt.prompts import chat_messages
     from rubrics.judges.protocol import EvidenceBlock, JudgeContext, JudgeExample, JudgeItem
 
     context = JudgeContext("t", "Refund the order.", "Order total $97.49.",
@@ -293,7 +293,7 @@ def layout_fingerprint() -> str:
 
 def test_the_prompt_layout_version_changes_with_the_prompts():
     assert LAYOUT_FINGERPRINTS.get(PROMPT_LAYOUT_VERSION) == layout_fingerprint(), (
-        "the judge prompts changed: bump PROMPT_LAYOUT_VERSION in rubrics/judges/prompts.py and record "
+        "the judge prompts changed: bump PROMPT_LAYOUT_VERSION in rubrics/judges/prompt/prompts.py and record "
         f"{layout_fingerprint()} for it in LAYOUT_FINGERPRINTS")
 
 

@@ -1,7 +1,7 @@
 from rubric_fakes import EXAMPLE_RUBRIC, trajectory, yaml_text
 
 import rubrics
-from rubrics.compiler import CodeStep, JudgeStep, compile_rubric
+from rubrics.rubric.compiler import CodeStep, JudgeStep, compile_rubric
 from rubrics.judges.protocol import EvidenceBlock, JudgeExample
 
 OPTIONS = yaml_text("""

@@ -4,8 +4,8 @@ from pathlib import Path
 import pytest
 from delivery_factory import make_task
 
-from rubrics.delivery.folder_check import check_delivery
-from rubrics.delivery.layout import discover
+from rubrics.delivery.tasks.folder_check import check_delivery
+from rubrics.delivery.tasks.layout import discover
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "delivery"
 

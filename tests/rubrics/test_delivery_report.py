@@ -6,12 +6,12 @@ from pathlib import Path
 import jsonschema
 from delivery_factory import make_task, write_results
 
-from rubrics.delivery.calibrate_tasks import calibrate
-from rubrics.delivery.catalog import load_catalog
-from rubrics.delivery.chart_svg import BINS, ChartTask, bin_index, pass_rate_svg
-from rubrics.delivery.graded_results import read_results
-from rubrics.delivery.report_files import write_report
-from rubrics.delivery.split import plan_split, write_plan
+from rubrics.delivery.pass_rates.label_tasks import calibrate
+from rubrics.delivery.tasks.catalog import load_catalog
+from rubrics.delivery.report.chart_svg import BINS, ChartTask, bin_index, pass_rate_svg
+from rubrics.delivery.runs.graded_results import read_results
+from rubrics.delivery.report.files import write_report
+from rubrics.delivery.split.heldout import plan_split, write_plan
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "delivery"

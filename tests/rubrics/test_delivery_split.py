@@ -7,12 +7,12 @@ from delivery_factory import make_task, task_data
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rubrics.delivery.catalog import load_catalog
-from rubrics.delivery.layout import discover
-from rubrics.delivery.neardup import jaccard, near_duplicates, shingles
-from rubrics.delivery.split import materialize, plan_split, read_plan, write_plan
-from rubrics.delivery.task import TaskSpec
-from rubrics.delivery.union_find import UnionFind
+from rubrics.delivery.tasks.catalog import load_catalog
+from rubrics.delivery.tasks.layout import discover
+from rubrics.delivery.split.near_duplicates import jaccard, near_duplicates, shingles
+from rubrics.delivery.split.heldout import materialize, plan_split, read_plan, write_plan
+from rubrics.delivery.tasks.task import TaskSpec
+from rubrics.delivery.split.union_find import UnionFind
 
 SCHEMA = json.loads((Path(__file__).resolve().parents[2] / "schemas" / "split.schema.json").read_text())
 

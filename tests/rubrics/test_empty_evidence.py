@@ -9,7 +9,7 @@ import sys
 
 from rubric_fakes import REPO, ScriptedJudge, trajectory, yaml_text
 
-from rubrics.scoring import score, score_many
+from rubrics.grading.scoring import score, score_many
 
 RUBRIC = yaml_text("""
     version: 1

@@ -1,4 +1,4 @@
-"""Expected score and score range (rubrics/expectation.py) against brute-force enumeration, with hypothesis.
+"""Expected score and score range (rubrics/grading/expectation.py) against brute-force enumeration, with hypothesis.
 
 The reference here is the score formula as the rubric format states it, applied to each of the 2^n ways the
 items can fall: E[score] is the probability-weighted sum, the range the min and max over the free items' ways.
@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from rubric_fakes import ScriptedJudge, trajectory
 
 import rubrics
-from rubrics.expectation import Outcome, expected_score, hard_score, in_band, score_range
+from rubrics.grading.expectation import Outcome, expected_score, hard_score, in_band, score_range
 from rubrics.judges import Verdict
 
 

@@ -40,7 +40,7 @@ from hypothesis import strategies as st
 import rubrics
 from rubrics.checks import patterns
 from rubrics.cli.main import main as rubric_main
-from rubrics.compiler import compile_rubric
+from rubrics.rubric.compiler import compile_rubric
 from rubrics.judges.protocol import Verdict
 from rubrics.trajectory import Trajectory, TrajectoryLoadError, iter_trajectory_file
 
@@ -685,7 +685,7 @@ def eval_zip(path: Path, members: list[tuple[str, int, int]], truncate: int | No
 def test_every_eval_zip_member_gets_one_outcome_in_bounded_memory(members, truncate, with_inspect):
     import tracemalloc
 
-    import rubrics.adapters.inspect_log as inspect_log
+    import rubrics.trajectory.adapters.inspect_log as inspect_log
 
     with tempfile.TemporaryDirectory() as folder, pytest.MonkeyPatch.context() as patch, ExitStack() as stack:
         path = Path(folder) / "log.eval"

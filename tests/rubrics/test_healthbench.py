@@ -10,11 +10,11 @@ import pytest
 from rubric_fakes import REPO, ScriptedJudge
 
 import rubrics
-from rubrics.dataset import read_dataset
+from rubrics.grading.dataset import read_dataset
 from rubrics.healthbench.aggregate import aggregate_results
 from rubrics.healthbench.convert import import_healthbench, write_examples
 from rubrics.judges import Verdict
-from rubrics.scoring import grade_jobs
+from rubrics.grading.scoring import grade_jobs
 
 FIXTURE = REPO / "examples" / "healthbench" / "examples.jsonl"
 COMPLETIONS = REPO / "examples" / "healthbench" / "completions.jsonl"

@@ -10,12 +10,12 @@ import time
 import pytest
 
 import rubrics
-from rubrics import loading
+from rubrics.rubric import load as loading
 from rubrics.checks import patterns
 from rubrics.cli.main import main
-from rubrics.lint import lint_file
-from rubrics.loading import analyze_rubric, parse_yaml
-from rubrics.problems import RubricError
+from rubrics.rubric.lint import lint_file
+from rubrics.rubric.load import analyze_rubric, parse_yaml
+from rubrics.rubric.problems import RubricError
 
 HEAD = "version: 1\nid: r\ntask: t\n"
 OK_CRITERION = "  - {id: ok, points: 1, contains: {text: x}}\n"

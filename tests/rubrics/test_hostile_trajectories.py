@@ -16,7 +16,7 @@ import pytest
 from rubric_fakes import REPO, ScriptedJudge
 
 from rubrics.judges.protocol import Verdict
-from rubrics.scoring import score_many
+from rubrics.grading.scoring import score_many
 from rubrics.trajectory import MAX_NESTING, TrajectoryError, Trajectory, iter_trajectory_file, load_trajectory
 
 RUBRIC = """\
@@ -222,7 +222,7 @@ def test_a_judge_probability_that_is_not_finite_becomes_an_error_item():
 def test_calibrate_skips_hostile_result_lines_with_their_line_numbers(tmp_path):
     from delivery_factory import make_task, result_line
 
-    from rubrics.delivery.graded_results import read_results
+    from rubrics.delivery.runs.graded_results import read_results
 
     root = tmp_path / "delivery"
     make_task(root / "tasks" / "t1")

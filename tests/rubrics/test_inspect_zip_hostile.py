@@ -16,7 +16,7 @@ from hostile_zips import (eval_log, fake_inspect_ai, lie_about_size, lying_log, 
                           stand_in_inspect_ai)
 from rubric_fakes import REPO
 
-import rubrics.adapters.inspect_log as inspect_log
+import rubrics.trajectory.adapters.inspect_log as inspect_log
 from rubrics.trajectory import TrajectoryLoadError, iter_trajectory_file
 
 RUBRIC = "version: 1\nid: r\ntask: t\ncriteria:\n  - {id: a, points: 1, contains: {text: '84.50'}}\n"

@@ -52,7 +52,7 @@ criteria:
 
 @pytest.fixture(scope="module")
 def embedded_model_path():
-    from judge_engine.weights import resolve_model_path
+    from judge_engine.loading.weights import resolve_model_path
 
     try:
         return resolve_model_path(None)

@@ -105,7 +105,7 @@ def oracle_for(labels):
 def test_judge_labels_grades_each_trajectory_once_and_pairs_labels():
     labels = je.load_labels(INVOICE_LABELS)
     judge = oracle_for(labels)
-    from rubrics.loading import load_rubric
+    from rubrics.rubric.load import load_rubric
 
     pairs, skipped = je.judge_labels(labels, load_rubric(INVOICE_RUBRIC), judge)
     assert not skipped and len(pairs) == len(labels)

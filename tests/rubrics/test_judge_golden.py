@@ -65,7 +65,7 @@ class RecordingLLM:
 
 
 def _rubric_for(path: Path, mode: str | None, max_tokens: int = 12):
-    from rubrics.loading import load_rubric
+    from rubrics.rubric.load import load_rubric
 
     rubric = load_rubric(path)
     if mode is None:

@@ -13,9 +13,9 @@ from rubrics.judges.methods import DEFAULT_HTTP_METHOD, DEFAULT_METHOD, IDENTITY
     REASONING_METHOD, Calibration, JudgeMethod, PromptSpec, ScoredPrompt, make_method, method_name_for
 from rubrics.judges.methods import choice
 from rubrics.judges.openai import OpenAIJudge
-from rubrics.judges.prompts import Piece
+from rubrics.judges.prompt.prompts import Piece
 from rubrics.judges.protocol import EvidenceBlock, JudgeContext, JudgeItem, JudgeRequest
-from rubrics.model import JudgeOptions
+from rubrics.rubric.spec import JudgeOptions
 
 LOCAL_ONLY = [name for name, cls in METHOD_CLASSES.items() if not cls.over_http]
 OVER_HTTP = [name for name, cls in METHOD_CLASSES.items() if cls.over_http]
@@ -148,7 +148,7 @@ class StubLLM:
     """What the embedded judge needs of an engine: a tokenizer, a context length, and score_with_usage()."""
 
     def __init__(self, tokenizer):
-        from judge_engine.weights import resolve_model_path
+        from judge_engine.loading.weights import resolve_model_path
 
         self.tokenizer = tokenizer
         self.model_path = resolve_model_path(None)   # it stands for the embedded model: its identity and calibration

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-import judge_engine.weights as weights
+import judge_engine.loading.weights as weights
 from rubrics.cli.main import main
 
 

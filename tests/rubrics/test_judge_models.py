@@ -13,7 +13,7 @@ from rubrics.judges.embedded import EmbeddedJudge
 from rubrics.judges.judge_models import CALIBRATIONS, DEFAULT_JUDGE_MODEL, JUDGE_MODELS, UncalibratedJudgeWarning, \
     default_judge_model
 from rubrics.judges.methods import IDENTITY, METHOD_NAMES
-from rubrics.judges.prompts import PROMPT_LAYOUT_VERSION
+from rubrics.judges.prompt.prompts import PROMPT_LAYOUT_VERSION
 
 
 @pytest.mark.parametrize("name", sorted(JUDGE_MODELS))

@@ -7,7 +7,7 @@ import torch
 
 import rubrics
 from judge_models import tiny_judge_model
-from rubrics.compiler import compile_rubric
+from rubrics.rubric.compiler import compile_rubric
 from rubrics.judges.embedded import EmbeddedJudge
 from test_judge_prompts import request
 

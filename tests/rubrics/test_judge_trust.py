@@ -13,7 +13,7 @@ from judge_models import CFO_RUBRIC, cfo_trajectory_paths, tiny_judge_model
 from rubrics.judges.cached import CachedJudge
 from rubrics.judges.embedded import EmbeddedJudge
 from rubrics.judges.methods import Calibration
-from rubrics.judges.panel import PanelJudge, PanelMember
+from rubrics.judges.panel.judge import PanelJudge, PanelMember
 from rubrics.judges.usage import total_usage
 from rubrics.judges.verdict_cache import VerdictCache
 from rubrics.trajectory import load_trajectory
@@ -68,7 +68,7 @@ def test_judge_usage_adds_up_to_the_engines_counters(model_dir):
 
 def test_reasoned_mode_counts_the_rationales_generated_tokens(model_dir):
     from judge_models import CFO_DIR
-    from rubrics.loading import load_rubric
+    from rubrics.rubric.load import load_rubric
 
     rubric = load_rubric(CFO_DIR / "rubric.yaml")
     rubric = rubric.model_copy(update={"judge": rubric.judge.model_copy(update={"mode": "reasoned", "max_tokens": 4})})

@@ -1,4 +1,4 @@
-"""Every lint code, with where it points. The catalogue in rubrics.lint must match what the code emits."""
+"""Every lint code, with where it points. The catalogue in rubrics.rubric.lint must match what the code emits."""
 import re
 from pathlib import Path
 
@@ -7,7 +7,7 @@ from rubric_fakes import EXAMPLE_RUBRIC, yaml_text
 
 import rubrics
 from rubrics.cli.main import main
-from rubrics.lint import LINT_CODES, lint_file
+from rubrics.rubric.lint import LINT_CODES, lint_file
 
 HEAD = "version: 1\nid: r\ntask: t\n"
 OK_CRITERION = "  - {id: ok, points: 1, contains: {text: x}}\n"

@@ -4,9 +4,9 @@ import pytest
 from rubric_fakes import EXAMPLE_RUBRIC, yaml_text
 
 import rubrics
-from rubrics.loading import analyze_rubric, parse_yaml
-from rubrics.model import Rubric
-from rubrics.problems import RubricError
+from rubrics.rubric.load import analyze_rubric, parse_yaml
+from rubrics.rubric.spec import Rubric
+from rubrics.rubric.problems import RubricError
 
 GOOD = yaml_text("""
     version: 1

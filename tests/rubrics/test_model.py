@@ -3,7 +3,7 @@ from pydantic import ValidationError
 from rubric_fakes import EXAMPLE_RUBRIC
 
 import rubrics
-from rubrics.model import ItemFields, JudgeDefaults, JudgeOptions, RubricHeader
+from rubrics.rubric.spec import ItemFields, JudgeDefaults, JudgeOptions, RubricHeader
 
 
 def test_example_rubric_model():

@@ -9,7 +9,7 @@ from rubric_fakes import REPO, ScriptedJudge
 
 import rubrics
 from rubrics.judges import NoJudge, Verdict
-from rubrics.lint import lint_file
+from rubrics.rubric.lint import lint_file
 
 NEW_USER = REPO / "examples" / "new-user"
 FOLDERS = sorted(p.name for p in NEW_USER.iterdir() if (p / "rubric.yaml").exists())

@@ -20,7 +20,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from judge_engine.server.background import BackgroundServer
-from rubrics.judges import prompts
+from rubrics.judges.prompt import prompts
 from rubrics.judges.methods import IDENTITY, ChoiceMethod, ScoredPrompt
 from rubrics.judges.methods import choice as choice_method
 from rubrics.judges.openai import OpenAIJudge, answer_logprobs, chat_completions_url, parse_one_word_answer
@@ -256,7 +256,7 @@ def test_re_judging_from_the_verdict_cache_sends_no_request(server, tmp_path):
 
 
 def test_a_batch_formed_while_a_call_is_out_is_sent_at_once(server):
-    from rubrics.batching import JudgeBatcher
+    from rubrics.grading.batching import JudgeBatcher
 
     judge = make_judge(server)
     batcher = JudgeBatcher(judge, window_ms=0, max_wait_ms=0)

@@ -9,9 +9,9 @@ from hypothesis import strategies as st
 
 import rubrics
 from rubric_fakes import ScriptedJudge, trajectory, yaml_text
-from rubrics.judges.agreement import fleiss_kappa, panel_agreement
-from rubrics.judges.panel import PanelJudge, PanelMember, mean_logit_probability
-from rubrics.judges.panel_members import parse_member
+from rubrics.judges.panel.agreement import fleiss_kappa, panel_agreement
+from rubrics.judges.panel.judge import PanelJudge, PanelMember, mean_logit_probability
+from rubrics.judges.panel.members import parse_member
 from rubrics.judges.protocol import MemberVerdict, Verdict
 from rubrics.judges.usage import JudgeUsage
 from test_judge_prompts import request
@@ -129,7 +129,7 @@ def test_bad_member_texts_say_the_forms(text):
 
 
 def test_a_rubric_panel_section_is_validated():
-    from rubrics.loading import RubricError, load_rubric
+    from rubrics.rubric.load import RubricError, load_rubric
 
     base = """
         version: 1

@@ -66,10 +66,11 @@ def test_try_repo_passes_on_the_example_and_fails_on_a_broken_rubric(hook_repo, 
 
 
 def readme_hook_repository_recipe() -> str:
-    section = (REPO / "README.md").read_text(encoding="utf-8").split("### pre-commit", 1)[1].split("\n## ", 1)[0]
+    page = (REPO / "docs" / "guide" / "cli.md").read_text(encoding="utf-8")
+    section = page.split("\n## pre-commit\n", 1)[1].split("\n## ", 1)[0]
     blocks = [body for body in re.findall(r"^```bash\n(.*?)^```$", section, re.MULTILINE | re.DOTALL)
               if "rev:" in body]
-    assert len(blocks) == 1, "the README shows one hook-repository recipe"
+    assert len(blocks) == 1, "the guide shows one hook-repository recipe"
     return blocks[0]
 
 

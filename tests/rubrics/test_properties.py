@@ -8,7 +8,7 @@ from rubric_fakes import ScriptedJudge
 import rubrics
 from rubrics.cli.main import main
 from rubrics.judges import Verdict
-from rubrics.loading import analyze_rubric
+from rubrics.rubric.load import analyze_rubric
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

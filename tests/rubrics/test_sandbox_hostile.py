@@ -16,16 +16,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sandbox_support import EXAMPLE, TIMEOUT, needs_bwrap, rubric
 
-from rubrics.delivery import junit, workspace
-from rubrics.delivery.attempts import AttemptRef
-from rubrics.delivery.grade_attempt import grade_attempt, graded_task
-from rubrics.delivery.junit import read_reports
-from rubrics.delivery.sandbox_bwrap import BwrapSandbox, bwrap_arguments
-from rubrics.delivery.sandbox_cgroup import TreeCap
-from rubrics.delivery.sandbox_cgroup import available as cgroups_available
-from rubrics.delivery.sandbox_limits import SandboxLimits
-from rubrics.delivery.shadow_probe import FORGE
-from rubrics.delivery.workspace import WorkspaceError, apply_patch, build_workspace
+from rubrics.delivery.runs import junit
+from rubrics.delivery.sandbox import workspace
+from rubrics.delivery.runs.attempts import AttemptRef
+from rubrics.delivery.runs.grade_attempt import grade_attempt, graded_task
+from rubrics.delivery.runs.junit import read_reports
+from rubrics.delivery.sandbox.bwrap import BwrapSandbox, bwrap_arguments
+from rubrics.delivery.sandbox.cgroup import TreeCap
+from rubrics.delivery.sandbox.cgroup import available as cgroups_available
+from rubrics.delivery.sandbox.limits import SandboxLimits
+from rubrics.delivery.sandbox.shadow_probe import FORGE
+from rubrics.delivery.sandbox.workspace import WorkspaceError, apply_patch, build_workspace
 
 START_0417 = EXAMPLE / "tasks" / "task-0417" / "repo"
 # The atexit forge the docs used to admit: the package under test registers a hook that, once pytest has
@@ -111,7 +112,7 @@ def test_forged_rewards_are_failed_by_tasks_run_on_the_example(tmp_path):
 
 def test_the_runner_summary_is_read_from_the_whole_output_not_the_tail():
     """A summary split across writes, coloured, then buried under more output than the tail keeps."""
-    from rubrics.delivery.sandbox_process import run_bounded
+    from rubrics.delivery.sandbox.process import run_bounded
 
     script = ("printf '\\033[31m\\033[1m2 fai'; sleep 0.1; printf 'led\\033[0m, 2 passed in 0.03s\\n'; "
               "head -c 100000 /dev/zero | tr '\\0' x; printf '\\n4 passed in 0.01s\\n'")
@@ -337,8 +338,8 @@ def test_nested_user_namespaces_are_refused_inside_the_sandbox(tmp_path):
 
 
 def test_docker_sizes_tmp_too(tmp_path):
-    from rubrics.delivery.sandbox import SandboxRequest
-    from rubrics.delivery.sandbox_docker import docker_run_arguments
+    from rubrics.delivery.sandbox.base import SandboxRequest
+    from rubrics.delivery.sandbox.docker import docker_run_arguments
 
     request = SandboxRequest("t", tmp_path, tmp_path, tmp_path, tmp_path, 0)
     argv = docker_run_arguments("docker", "img", "n", request, SandboxLimits(tmp_mb=32))
@@ -347,7 +348,7 @@ def test_docker_sizes_tmp_too(tmp_path):
 
 
 def test_unprivileged_bwrap_is_told_to_disable_user_namespaces(tmp_path):
-    from rubrics.delivery.sandbox import SandboxRequest
+    from rubrics.delivery.sandbox.base import SandboxRequest
 
     request = SandboxRequest("t", tmp_path, tmp_path, tmp_path, tmp_path, 0)
     args = bwrap_arguments(request, privileged=False, limits=SandboxLimits(tmp_mb=32), seccomp_fd=7)

@@ -4,12 +4,12 @@ import stat
 
 import pytest
 
-from rubrics.delivery.attempts import AttemptRef, discover_attempts
-from rubrics.delivery.junit import read_reports
-from rubrics.delivery.sandbox import SandboxUnavailable
-from rubrics.delivery.sandbox_bwrap import BwrapSandbox
-from rubrics.delivery.sandbox_docker import DockerSandbox
-from rubrics.delivery.workspace import WorkspaceError, build_workspace, copy_tree, restore_tests, touched_tests
+from rubrics.delivery.runs.attempts import AttemptRef, discover_attempts
+from rubrics.delivery.runs.junit import read_reports
+from rubrics.delivery.sandbox.base import SandboxUnavailable
+from rubrics.delivery.sandbox.bwrap import BwrapSandbox
+from rubrics.delivery.sandbox.docker import DockerSandbox
+from rubrics.delivery.sandbox.workspace import WorkspaceError, build_workspace, copy_tree, restore_tests, touched_tests
 
 
 def _tree(root, files):
@@ -50,7 +50,7 @@ def test_special_files_and_escaping_patches_are_refused(tmp_path):
 
 
 def test_copy_is_bounded(tmp_path):
-    from rubrics.delivery.workspace import CopyBudget
+    from rubrics.delivery.sandbox.workspace import CopyBudget
 
     src = _tree(tmp_path / "src", {f"f{i}.txt": "x" * 100 for i in range(5)})
     with pytest.raises(WorkspaceError, match="more files"):

@@ -51,11 +51,11 @@ def test_a_rubric_per_trajectory_equals_pairs_and_pair_objects():
 
 
 def test_each_distinct_rubric_is_compiled_once(monkeypatch):
-    import rubrics.jobs
+    import rubrics.grading.jobs
 
     compiled = []
-    real = rubrics.jobs.compile_rubric
-    monkeypatch.setattr(rubrics.jobs, "compile_rubric", lambda r, u=None: compiled.append(r.id) or real(r, u))
+    real = rubrics.grading.jobs.compile_rubric
+    monkeypatch.setattr(rubrics.grading.jobs, "compile_rubric", lambda r, u=None: compiled.append(r.id) or real(r, u))
     loaded = rubrics.load_rubric(SECOND)
     pairs = [(trajectory("ALPHA", id=str(i)), FIRST if i % 2 else loaded) for i in range(10)]
     results = rubrics.score_many(pairs, judge=always(True))

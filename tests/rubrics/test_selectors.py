@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 from trajectory_factory import make_trajectory, readme_example
 
-from rubrics.selectors import KNOWN_SELECTOR_PREFIXES, Selection, is_valid_selector, select
+from rubrics.trajectory.selectors import KNOWN_SELECTOR_PREFIXES, Selection, is_valid_selector, select
 from rubrics.trajectory import load_trajectory
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from rubrics.judges.logistic import sigmoid
-from rubrics.judges.prompts import Piece
+from rubrics.judges.prompt.prompts import Piece
 from rubrics.judges.protocol import JudgeItem, Verdict
 
 

@@ -8,7 +8,7 @@ generated first, then the same question is asked again and answered.
 from __future__ import annotations
 
 from rubrics.judges.methods.base import JudgeMethod, PromptSpec, Reasoning, ScoredPrompt
-from rubrics.judges.prompts import Piece, fenced, untrusted
+from rubrics.judges.prompt.prompts import Piece, fenced, untrusted
 from rubrics.judges.protocol import JudgeItem
 
 # Index 0 is the "met" answer.

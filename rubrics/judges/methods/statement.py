@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 
 from rubrics.judges.methods.base import JudgeMethod, PromptSpec, ScoredPrompt
-from rubrics.judges.prompts import Piece, fenced, untrusted
+from rubrics.judges.prompt.prompts import Piece, fenced, untrusted
 from rubrics.judges.protocol import JudgeItem
 
 INSTRUCTIONS = (

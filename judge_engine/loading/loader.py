@@ -1,0 +1,124 @@
+"""Load a model from an HF folder (config.json + safetensors) or a .gguf file, its family found in the registry."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+import torch
+from torch import nn
+
+from judge_engine.layers.attention.backend import get_backend
+from judge_engine.models.config import read_config_json
+from judge_engine.models.errors import ModelConfigError
+from judge_engine.models.registry import family_for
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    architecture: str
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    hidden_size: int
+    vocab_size: int
+    max_position_embeddings: int
+    eos_token_ids: tuple[int, ...]
+    bos_token_id: int | None
+    sliding_window: int | None = None  # every layer attends only this many keys (None: some or all see all)
+
+    @classmethod
+    def from_config(cls, config) -> "ModelSpec":
+        """From any family's config class: each provides these fields (docs/engine.md, adding a family)."""
+        return cls(
+            architecture=config.architecture,
+            num_layers=config.num_layers,
+            num_heads=config.num_heads,
+            num_kv_heads=config.num_kv_heads,
+            head_dim=config.head_dim,
+            hidden_size=config.hidden_size,
+            vocab_size=config.vocab_size,
+            max_position_embeddings=config.max_position_embeddings,
+            eos_token_ids=config.eos_token_ids,
+            bos_token_id=config.bos_token_id,
+            # optional in a family's config: only a model whose every layer is windowed sets it
+            sliding_window=getattr(config, "sliding_window", None),
+        )
+
+
+def model_folder(path: str | Path, cache_dir: str | Path | None = None) -> Path:
+    """The HF folder holding the weights: ``path`` itself, or the conversion of a .gguf file cached under
+    ``cache_dir`` (None: the engine's cache, judge_engine/loading/cache.py)."""
+    path = Path(path).expanduser()
+    if path.is_file() and path.suffix == ".gguf":
+        from judge_engine.loading.gguf import converted_folder
+
+        return converted_folder(path, cache_dir=cache_dir)
+    if path.is_dir():
+        return path
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no such model folder or .gguf file")
+    raise ModelConfigError(f"{path}: expected an HF model folder (config.json + *.safetensors) or a .gguf file")
+
+
+def load_model(
+    path: str | Path,
+    dtype: torch.dtype = torch.float32,
+    device: torch.device | str = "cpu",
+    attention_backend: str | None = None,
+    cache_dir: str | Path | None = None,
+    max_model_len: int | None = None,
+    quantization: str | None = None,
+) -> tuple[nn.Module, ModelSpec]:
+    """Build the model on ``device`` in ``dtype`` and fill it from the checkpoint (a .gguf is converted once, into
+    ``cache_dir``). The registry (models/registry.py) names the config and model classes of its architecture.
+    ``max_model_len`` below config.json's context: the model is built for that context (``config.serving``; it
+    picks Phi-3's long-rope factors), and the spec reports it. ``quantization`` "int8": the linear maps run int8
+    (judge_engine/loading/quantization.py), their weights read from its disk cache or quantized into it now."""
+    device = torch.device(device)
+    folder = model_folder(path, cache_dir)
+    raw, source = read_config_json(folder)
+    family, architecture = family_for(raw.get("architectures") or [], source)
+    config = family.load_config_class().from_folder(folder, architecture)
+    if max_model_len is not None and max_model_len < config.max_position_embeddings:
+        config = config.serving(max_model_len)
+    model_class = family.load_model_class()
+    with torch.device(device):
+        model = model_class(config, dtype=dtype, attention_backend=get_backend(device, attention_backend))
+    if quantization is not None:
+        from judge_engine.loading import quantization as quantizer
+
+        quantizer.prepare_for_quantization(model)
+    with torch.no_grad():
+        model.load_weights(iter_safetensors(folder))
+        if quantization is not None:
+            model.quantized_from = quantizer.quantize_model(model, folder, cache_dir)  # "cache" or "built"
+    return model.eval(), ModelSpec.from_config(config)
+
+
+def safetensors_files(folder: Path) -> list[Path]:
+    """The shards named by model.safetensors.index.json, else every *.safetensors in the folder."""
+    index = folder / "model.safetensors.index.json"
+    if index.is_file():
+        weight_map = json.loads(index.read_text(encoding="utf-8")).get("weight_map", {})
+        files = sorted({folder / name for name in weight_map.values()})
+    else:
+        files = sorted(folder.glob("*.safetensors"))
+    if not files:
+        raise FileNotFoundError(f"{folder}: no *.safetensors weights (only safetensors checkpoints are supported)")
+    for file in files:
+        if not file.is_file():
+            raise FileNotFoundError(f"{index}: names shard {file.name}, which is missing")
+    return files
+
+
+def iter_safetensors(folder: Path) -> Iterator[tuple[str, torch.Tensor]]:
+    from safetensors import safe_open
+
+    for file in safetensors_files(folder):
+        with safe_open(str(file), framework="pt") as handle:
+            for name in handle.keys():
+                yield name, handle.get_tensor(name)

@@ -1,0 +1,1 @@
+"""Running attempts: batches, grading one attempt, the job pool, JUnit, result records, validation."""

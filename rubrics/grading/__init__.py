@@ -1,0 +1,1 @@
+"""Grading: jobs, the sync and async scoring paths, batching, datasets, expectations and results."""

@@ -1,0 +1,310 @@
+"""Plan + trajectories + judge -> Results: score = 0 when a gate fails, else min(1, max(0, earned) / total).
+
+Each Result also says how sure it is (rubrics/grading/expectation.py): the expected score over the judge's
+probabilities, and the range of scores over the items whose probability lies in their uncertain band.
+
+Every judge request of every trajectory goes to the judge in one call, so the engine can batch them
+and share prompt prefixes. Whatever goes wrong with one trajectory or one item (a trajectory that
+will not load, a check that fails, a judge that errors) is reported on that trajectory or item only.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Literal, Sequence
+
+from rubrics.rubric.compiler import CodeStep, JudgeStep, Plan
+from rubrics.grading.expectation import Band, Outcome, expected_score, hard_score, in_band, score_range
+from rubrics.grading.jobs import Job, LoadFailure, Pair, PlanCache, RubricFailure, make_jobs
+from rubrics.judges.protocol import Judge, JudgeRequest, Verdict, call_judge
+from rubrics.judges.usage import JudgeUsage, total_usage
+from rubrics.grading.result import ItemResult, Result, TagScore
+
+__all__ = ["LoadFailure", "Pair", "Prepared", "grade_jobs", "grade_plan", "score", "score_many"]
+
+Progress = Callable[[int, int], None]   # (trajectories done, total)
+Reward = Literal["hard", "expected"]     # what Result.reward holds: score, or expected_score
+
+
+def run_code_step(step: CodeStep, trajectory) -> ItemResult:
+    from rubrics.checks.base import CheckError
+
+    item = step.item
+    base = dict(id=item.id, kind=item.kind, text=item.label or None, points=item.points, method="code",
+                tags=list(item.tags))
+    try:
+        outcome = step.spec.run(step.config, trajectory)
+    except CheckError as exc:
+        return ItemResult(**base, status="error", evidence="", error=f"check '{item.check}' failed: {exc}")
+    except Exception as exc:  # a bug in one check must not sink the batch; it is reported, not hidden
+        return ItemResult(**base, status="error", evidence="",
+                          error=f"internal error in check '{item.check}': {type(exc).__name__}: {exc}")
+    return ItemResult(**base, status="met" if outcome.met else "unmet", evidence=outcome.evidence)
+
+
+def _impossible_probability(probability: Any) -> str | None:
+    """Why a verdict's probability cannot be reported (NaN would also make the JSON output invalid)."""
+    if probability is None:
+        return None
+    if isinstance(probability, bool) or not isinstance(probability, int | float):
+        return f"the judge returned probability {probability!r}, which is not a number"
+    if not 0.0 <= probability <= 1.0:   # also false for NaN
+        return f"the judge returned probability {probability!r}, which is not a number in [0, 1]"
+    return None
+
+
+def judge_item_result(step: JudgeStep, verdict: Verdict) -> ItemResult:
+    item = step.item
+    impossible = _impossible_probability(verdict.probability)
+    if impossible is not None:
+        verdict = Verdict(met=None, probability=None, rationale=verdict.rationale, error=impossible)
+    base = dict(id=item.id, kind=item.kind, text=item.label or None, points=item.points, method="judge",
+                probability=verdict.probability, tags=list(item.tags))
+    if verdict.error is not None or verdict.met is None:
+        return ItemResult(**base, status="error", evidence=verdict.rationale or "",
+                          error=verdict.error or "the judge returned no verdict", members=list(verdict.members) or None)
+    evidence = verdict.rationale or (f"judge probability {verdict.probability:.3f} (threshold {step.threshold})"
+                                     if verdict.probability is not None else "judge verdict")
+    return ItemResult(**base, status="met" if verdict.met else "unmet", evidence=evidence,
+                      uncertain=in_band(verdict.probability, step.uncertain), members=list(verdict.members) or None)
+
+
+def no_evidence_result(step: JudgeStep, missing: str) -> ItemResult:
+    """A judge item with nothing to judge (every evidence selector found nothing): unmet without asking the judge,
+    as a code check is when its data is missing. A penalty is then not applied; a gate fails."""
+    item = step.item
+    return ItemResult(id=item.id, kind=item.kind, text=item.label or None, points=item.points, method="judge",
+                      tags=list(item.tags), status="unmet", evidence=f"no evidence to judge ({missing})")
+
+
+def outcome(item: ItemResult) -> Outcome:
+    """An evaluated item for the maths: a judge item is met with its probability (at its status when the
+    verdict has none), a code check at its status."""
+    met = item.status == "met"
+    probability = item.probability if item.method == "judge" and item.probability is not None else float(met)
+    return Outcome(kind=item.kind, points=item.points or 0, met=met, probability=probability, free=item.uncertain)
+
+
+def how_sure(items: list[ItemResult], total: int) -> dict[str, float | None]:
+    """expected_score, score_low and score_high; all null when an item is error, since a number computed
+    without it would look complete and is not (the hard score stays partial and `complete` says so)."""
+    if any(i.status == "error" for i in items):
+        return dict(expected_score=None, score_low=None, score_high=None)
+    outcomes = [outcome(i) for i in items]
+    low, high = score_range(outcomes, total)
+    return dict(expected_score=expected_score(outcomes, total), score_low=low, score_high=high)
+
+
+def tag_scores(items: list[ItemResult]) -> dict[str, TagScore]:
+    """Each tag's criteria scored on their own: earned over the positive points, clipped at 0."""
+    scores = {}
+    for tag in sorted({tag for item in items for tag in item.tags}):
+        tagged = [i for i in items if tag in i.tags and i.kind == "criterion"]
+        earned = sum(i.points or 0 for i in tagged if i.status == "met")
+        total = sum(i.points for i in tagged if i.points and i.points > 0)
+        scores[tag] = TagScore(earned=earned, total=total, score=min(1.0, max(0, earned) / total) if total else None,
+                               complete=all(i.status != "error" for i in items if tag in i.tags))
+    return scores
+
+
+def assemble(plan: Plan, trajectory, items: list[ItemResult], judge_name: str | None,
+             reward: Reward = "hard", judge_usage: JudgeUsage | None = None) -> Result:
+    gates = [i for i in items if i.kind == "gate"]
+    criteria = [i for i in items if i.kind == "criterion"]
+    if any(i.status == "unmet" for i in gates):
+        gates_passed = False
+    elif any(i.status == "error" for i in gates):
+        gates_passed = None
+    else:
+        gates_passed = True
+    earned = sum(i.points or 0 for i in criteria if i.status == "met")
+    total = plan.rubric.total
+    score = hard_score(gates_passed is not False, earned, total)
+    sure = how_sure(items, total)
+    complete = all(i.status != "error" for i in items)
+    return Result(trajectory_id=trajectory.id, task_id=trajectory.task_id, rubric_id=plan.rubric.id, score=score,
+                  gates_passed=gates_passed, earned=earned, total=total,
+                  complete=complete, items=items,
+                  errors=[f"{i.id}: {i.error}" for i in items if i.status == "error"], judge=judge_name,
+                  **sure, uncertain_items=sum(i.uncertain for i in items), judge_usage=judge_usage,
+                  tags=tag_scores(items),
+                  reward=reward_value(reward, score, sure["expected_score"], complete))
+
+
+def reward_value(reward: Reward, score: float, expected: float | None, complete: bool) -> float | None:
+    """What Result.reward holds: None for an incomplete result (a partial score is not a reward), else the score
+    (hard) or the expected score."""
+    if not complete:
+        return None
+    return score if reward == "hard" else expected
+
+
+def failed_result(plan: Plan | RubricFailure, trajectory, reward: Reward = "hard") -> Result:
+    """The Result of a trajectory that was not graded: it did not load (a LoadFailure), or its rubric is unusable."""
+    errors = [trajectory.message] if isinstance(trajectory, LoadFailure) else []
+    if isinstance(plan, RubricFailure):
+        errors.append(plan.message)
+        rubric_id, total = plan.rubric_id, 0
+    else:
+        rubric_id, total = plan.rubric.id, plan.rubric.total
+    return Result(trajectory_id=trajectory.trajectory_id if isinstance(trajectory, LoadFailure) else trajectory.id,
+                  task_id=getattr(trajectory, "task_id", None), rubric_id=rubric_id, score=0.0, gates_passed=None,
+                  earned=0, total=total, complete=False, items=[], errors=errors,
+                  reward=None)   # never a silent 0.0: the trajectory was not graded
+
+
+def resolve_judge(judge: Judge | None, plan: Plan) -> Judge | None:
+    """The judge to use; None when the rubric has no judge item (then none is ever constructed). Without a judge
+    given: the rubric's `judge: {panel: ...}` when it has one, else the embedded judge; either with the rubric's
+    `judge: {calibration: PATH}` (which calibrates the judge built here, not one passed in)."""
+    if not plan.needs_judge:
+        return None
+    if judge is not None:
+        return judge
+    from rubrics.judges.calibration_file import rubric_calibration_path
+    from rubrics.judges.extras import make_embedded_judge
+
+    calibration = rubric_calibration_path(plan.rubric)
+    panel = plan.rubric.judge.panel if plan.rubric.judge is not None else None
+    if panel is not None:
+        from rubrics.judges.panel.members import build_panel, parse_member
+
+        return build_panel([parse_member(m) for m in panel.members], panel.combine, calibration=calibration)
+    return make_embedded_judge(**({"calibration": calibration} if calibration else {}))
+
+
+def default_judge_key(plan: Plan) -> tuple:
+    """Plans with the same key get the same default judge (built once per call): the rubric's panel and
+    calibration are all that resolve_judge reads from a plan."""
+    from rubrics.judges.calibration_file import rubric_calibration_path
+
+    defaults = plan.rubric.judge
+    panel = defaults.panel.model_dump_json() if defaults is not None and defaults.panel is not None else None
+    return (panel, rubric_calibration_path(plan.rubric))
+
+
+class JudgeChoice:
+    """The judge of each plan: the one given, else one default judge per distinct rubric judge setting."""
+
+    def __init__(self, judge: Judge | None):
+        self.given = judge
+        self._built: dict[tuple, Judge | None] = {}
+
+    def __call__(self, plan: Plan) -> Judge | None:
+        if not plan.needs_judge:
+            return None
+        if self.given is not None:
+            return self.given
+        key = default_judge_key(plan)
+        if key not in self._built:
+            self._built[key] = resolve_judge(None, plan)
+        return self._built[key]
+
+
+@dataclass
+class Prepared:
+    """A job with its code checks run and its judge requests built, waiting for verdicts. `code` holds the items
+    decided without the judge: code checks, and judge items with no evidence at all."""
+    job: Job
+    judge: Judge | None
+    code: dict[str, ItemResult]
+    requests: list[JudgeRequest]
+
+    @property
+    def graded(self) -> bool:
+        return isinstance(self.job.plan, Plan) and not isinstance(self.job.trajectory, LoadFailure)
+
+
+def prepare(job: Job, judge: Judge | None) -> Prepared:
+    if isinstance(job.plan, RubricFailure) or isinstance(job.trajectory, LoadFailure):
+        return Prepared(job, None, {}, [])
+    plan, trajectory = job.plan, job.trajectory
+    code = {s.item.id: run_code_step(s, trajectory) for s in plan.steps if isinstance(s, CodeStep)}
+    requests = []
+    steps = {s.item.id: s for s in plan.judge_steps}
+    for request in plan.judge_requests(trajectory):
+        if request.context.missing:
+            code[request.item.id] = no_evidence_result(steps[request.item.id], request.context.missing)
+        else:
+            requests.append(request)
+    return Prepared(job, judge, code, requests)
+
+
+def finish(prepared: Prepared, verdicts: Sequence[Verdict], reward: Reward = "hard") -> Result:
+    """The job's Result from its code outcomes and its verdicts (one per request, in order)."""
+    job = prepared.job
+    if not prepared.graded:
+        return failed_result(job.plan, job.trajectory, reward)
+    plan = job.plan
+    judged = {request.item.id: verdict for request, verdict in zip(prepared.requests, verdicts, strict=True)}
+    items = [prepared.code[s.item.id] if s.item.id in prepared.code else judge_item_result(s, judged[s.item.id])
+             for s in plan.steps]
+    usages = [v.usage for v in judged.values() if v.usage is not None]
+    judge = prepared.judge
+    judge_name = getattr(judge, "name", type(judge).__name__) if judge is not None and plan.needs_judge else None
+    return assemble(plan, job.trajectory, items, judge_name, reward, total_usage(usages) if usages else None)
+
+
+@dataclass
+class _JudgeBatch:
+    """The prepared jobs that one judge answers, in one call."""
+    judge: Judge
+    members: list[Prepared]
+
+
+def judge_all(prepared: Sequence[Prepared]) -> list[list[Verdict]]:
+    """Each prepared job's verdicts: every request for one judge goes to it in one call, in job order (so the
+    engine shares the instructions across rubrics and each trajectory's context across its items)."""
+    batches: dict[int, _JudgeBatch] = {}
+    for p in prepared:
+        if p.requests:
+            batches.setdefault(id(p.judge), _JudgeBatch(p.judge, [])).members.append(p)
+    verdicts: dict[int, list[Verdict]] = {}
+    for batch in batches.values():
+        answers = iter(call_judge(batch.judge, [r for p in batch.members for r in p.requests]))
+        for p in batch.members:
+            verdicts[id(p)] = [next(answers) for _ in p.requests]
+    return [verdicts.get(id(p), []) for p in prepared]
+
+
+def grade_jobs(jobs: Sequence[Job], judges: Callable[[Plan], Judge | None], progress: Progress | None = None,
+               reward: Reward = "hard") -> list[Result]:
+    """One Result per job, in order. `judges` gives each plan its judge (None for a plan without judge items)."""
+    prepared = [prepare(job, judges(job.plan) if isinstance(job.plan, Plan) else None) for job in jobs]
+    results = []
+    for index, (p, verdicts) in enumerate(zip(prepared, judge_all(prepared))):
+        results.append(finish(p, verdicts, reward))
+        if progress is not None:
+            progress(index + 1, len(prepared))
+    return results
+
+
+def grade_plan(plan: Plan, trajectories: Sequence, judge: Judge | None,
+               progress: Progress | None = None, reward: Reward = "hard") -> list[Result]:
+    """Grade already-loaded trajectories (or LoadFailures) with a compiled plan and a resolved judge.
+    `reward` picks what each Result's `reward` holds: "hard" the score, "expected" the expected score."""
+    chosen = judge if plan.needs_judge else None
+    return grade_jobs([Job(plan, t) for t in trajectories], lambda _: chosen, progress, reward)
+
+
+def score_many(trajectories: Iterable, rubric: Any = None, judge: Judge | None = None,
+               progress: Progress | None = None, *, uncertain: Band | None = None,
+               reward: Reward = "hard") -> list[Result]:
+    """One Result per trajectory, in input order (a .jsonl path contributes one per line).
+
+    `rubric`: one rubric for all (path, YAML text, dict or Rubric); a list with one rubric per trajectory; or
+    None when `trajectories` holds (trajectory, rubric) pairs (tuples or rubrics.Pair). Each distinct rubric is
+    compiled once, and every judge request of every trajectory goes to the judge in one call. A trajectory that
+    cannot be loaded, or whose rubric (given per trajectory) is unusable, gets a Result with `errors` and no
+    items; one unusable rubric for all raises RubricError. `uncertain` overrides the rubrics' uncertain band."""
+    jobs = make_jobs(trajectories, rubric, uncertain)
+    return grade_jobs(jobs, JudgeChoice(judge), progress, reward)
+
+
+def score(trajectory, rubric, judge: Judge | None = None, *, uncertain: Band | None = None,
+          reward: Reward = "hard") -> Result:
+    """Grade one trajectory (path, dict or Trajectory) against a rubric (path, YAML text, dict or Rubric).
+    Raises TrajectoryError when the trajectory cannot be loaded."""
+    from rubrics.trajectory import load_trajectory
+
+    plan = PlanCache().plan(rubric, uncertain)
+    return grade_jobs([Job(plan, load_trajectory(trajectory))], JudgeChoice(judge), reward=reward)[0]

@@ -1,0 +1,1 @@
+"""The judge prompt: its text, its id, and the token layout that fences the evidence."""
