@@ -1,6 +1,6 @@
 """`rubric lint`: every problem of a rubric file, schema and beyond, with its code.
 
-The rules themselves live where the data is understood: YAML problems in loading.py, structure and
+The rules themselves live where the data is understood: YAML problems in source_map.py, structure and
 item rules in validation.py, rubric-wide rules in rules.py, and field rules of each check in that
 check's `lint` (rubrics/checks/). This module is the catalogue and the entry point.
 """

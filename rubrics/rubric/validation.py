@@ -11,7 +11,7 @@ from typing import Any, Iterator
 from pydantic import ValidationError
 
 from rubrics.rubric import rules
-from rubrics.rubric.load import SourceMap
+from rubrics.rubric.source_map import SourceMap
 from rubrics.rubric.spec import (JUDGE_ONLY_FIELDS, Item, ItemFields, JudgeOptions, Rubric, RubricHeader)
 from rubrics.rubric.problems import ERROR, Problem
 

@@ -14,7 +14,8 @@ from rubrics.rubric import load as loading
 from rubrics.checks import patterns
 from rubrics.cli.main import main
 from rubrics.rubric.lint import lint_file
-from rubrics.rubric.load import analyze_rubric, parse_yaml
+from rubrics.rubric.load import analyze_rubric
+from rubrics.rubric.source_map import parse_yaml
 from rubrics.rubric.problems import RubricError
 
 HEAD = "version: 1\nid: r\ntask: t\n"

@@ -4,7 +4,8 @@ import pytest
 from rubric_fakes import EXAMPLE_RUBRIC, yaml_text
 
 import rubrics
-from rubrics.rubric.load import analyze_rubric, parse_yaml
+from rubrics.rubric.load import analyze_rubric
+from rubrics.rubric.source_map import parse_yaml
 from rubrics.rubric.spec import Rubric
 from rubrics.rubric.problems import RubricError
 
