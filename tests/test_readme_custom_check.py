@@ -89,7 +89,7 @@ def test_the_guides_rubric_lines_grade_with_the_plugin(plugin):
 
 
 def test_the_plugin_lint_and_config_errors_reach_rubric_lint(plugin, tmp_path):
-    from rubrics.lint import lint_file
+    from rubrics.rubric.lint import lint_file
 
     bad = tmp_path / "rubric.yaml"
     bad.write_text(yaml.safe_dump(rubric_with([{"id": "range", "points": 1, "word_count": {"min": 9, "max": 3}},

@@ -176,7 +176,7 @@ def test_engine_kernel_and_benchmark_internals_live_in_docs_not_in_the_user_page
         "engine-design.md": "as tiles of exactly 32 rows",
         "kernels.md": "TRITON_INTERPRET=1",
         "benchmarks.md": "| one at a time | 64/64 | 302.7 s |",
-        "architecture.md": "rubrics/compiler.py: Rubric ─► Plan",
+        "architecture.md": "rubrics/rubric/compiler.py: Rubric ─► Plan",
         "judge-prompts.md": "[task, reference, fenced evidence]",
     }
     for page, phrase in internals.items():
@@ -228,7 +228,7 @@ def test_the_trajectory_example_is_the_tests_example_and_matches_the_schema():
 
 
 def test_every_lint_code_is_documented_once():
-    from rubrics.lint import LINT_CODES
+    from rubrics.rubric.lint import LINT_CODES
 
     documented = re.findall(r"^\| `([\w-]+)` \|", text(DOCS / "lint-codes.md"), re.MULTILINE)
     assert sorted(documented) == sorted(LINT_CODES)

@@ -10,7 +10,7 @@ import time
 import pytest
 
 import rubrics
-from rubrics.rubric import load as loading
+from rubrics.rubric import source_map
 from rubrics.checks import patterns
 from rubrics.cli.main import main
 from rubrics.rubric.lint import lint_file
@@ -35,12 +35,12 @@ def bomb() -> str:
 
 # ------------------------------------------------------------------------------------------ alias bombs
 
-LOADERS = [loading.PythonPositionLoader] + ([loading.PositionLoader] if loading.CParser is not None else [])
+LOADERS = [source_map.PythonPositionLoader] + ([source_map.PositionLoader] if source_map.CParser is not None else [])
 
 
 @pytest.mark.parametrize("loader", LOADERS, ids=lambda cls: cls.__mro__[3].__name__)
 def test_an_alias_bomb_is_rejected_at_once_naming_the_file_and_the_alias_line(tmp_path, monkeypatch, loader):
-    monkeypatch.setattr(loading, "PositionLoader", loader)
+    monkeypatch.setattr(source_map, "PositionLoader", loader)
     path = tmp_path / "rubric.yaml"
     path.write_text(bomb())
     assert len(bomb()) < 450
@@ -229,7 +229,7 @@ def test_lint_work_grows_linearly_with_the_number_of_criteria(tmp_path):
     """Counted in Python function calls, not seconds, so that a busy machine cannot make it flaky."""
     small, large = calls_to_lint(tmp_path, 1000), calls_to_lint(tmp_path, 4000)
     assert large / small < 4.4   # 4x the criteria: 4x the work, not 16x
-    if loading.CParser is not None:   # libyaml scans: ~1,430 calls per item; PyYAML in Python made ~1,880
+    if source_map.CParser is not None:   # libyaml scans: ~1,430 calls per item; PyYAML in Python made ~1,880
         assert large / 4000 < 1700
 
 
