@@ -9,11 +9,9 @@ from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict
 
-from rubrics.trajectory.selectors import Selection, is_valid_selector, select
+from rubrics.rubric.problems import ERROR, WARNING  # noqa: F401 - the severities the check families report
 from rubrics.trajectory import Trajectory
-
-ERROR = "error"
-WARNING = "warning"
+from rubrics.trajectory.selectors import Selection, is_valid_selector, select
 
 LintProblem = tuple[str, str, str]  # (severity, code, message); the message starts with the field name
 
@@ -55,14 +53,6 @@ def select_text(trajectory: Trajectory, selector: str) -> Selection:
         raise CheckError(str(error)) from None
 
 
-def compile_regex(pattern: str, field: str, flags: int = 0):
-    """A rubric regex, compiled where every rubric regex is (rubrics.checks.patterns); kept here for custom
-    checks that import it. Match it with patterns.search / patterns.finditer, which bound the time."""
-    from rubrics.checks.patterns import compile_pattern   # patterns imports this module
-
-    return compile_pattern(pattern, field, flags)
-
-
 def glob_regex(pattern: str) -> re.Pattern[str]:
     """A case-insensitive glob (fnmatch syntax) as a compiled regex."""
     return re.compile(translate(pattern), re.IGNORECASE | re.DOTALL)
@@ -85,12 +75,6 @@ def glob_problem(pattern: str) -> str | None:
             i = j
         i += 1
     return None
-
-
-def lint_regex(field: str, pattern: str | None) -> list[LintProblem]:
-    from rubrics.checks.patterns import lint_pattern
-
-    return lint_pattern(field, pattern)
 
 
 def lint_glob(field: str, pattern: str | None) -> list[LintProblem]:
