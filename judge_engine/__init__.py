@@ -16,9 +16,9 @@ import os
 os.environ.setdefault("MKL_CBWR", "AUTO,STRICT")
 
 __all__ = ["LLM", "LLMEngine", "SamplingParams", "RequestOutput", "RequestMetrics", "ScoreError",
-           "Scored", "TokenUsage", "EngineConfig", "catalog_models", "find_model", "CatalogModel", "CatalogError",
-           "ModelFetchError", "PullProgress", "DEFAULT_MODEL", "pull_model", "model_is_pulled", "model_identity",
-           "resolve_model_path"]
+           "Scored", "TokenUsage", "EngineConfig", "EngineConfigError", "catalog_models", "find_model",
+           "CatalogModel", "CatalogError", "ModelFetchError", "PullProgress", "DEFAULT_MODEL", "pull_model",
+           "model_is_pulled", "model_identity", "resolve_model_path", "EMBEDDED_MODEL_NAME"]
 
 _EXPORTS = {
     "LLM": "judge_engine.llm",
@@ -30,6 +30,7 @@ _EXPORTS = {
     "Scored": "judge_engine.outputs",
     "TokenUsage": "judge_engine.outputs",
     "EngineConfig": "judge_engine.config",
+    "EngineConfigError": "judge_engine.config",
     # the model catalog and the weights' identity: what an application asks of models without loading one
     "catalog_models": "judge_engine.loading.catalog",
     "find_model": "judge_engine.loading.catalog",
@@ -42,6 +43,7 @@ _EXPORTS = {
     "model_is_pulled": "judge_engine.loading.weights",
     "model_identity": "judge_engine.loading.weights",
     "resolve_model_path": "judge_engine.loading.weights",
+    "EMBEDDED_MODEL_NAME": "judge_engine.loading.weights",
 }
 
 

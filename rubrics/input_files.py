@@ -77,3 +77,28 @@ def confined(base: Path, name: str, allowed: tuple[Path, ...] = ()) -> Path:
         return path
     raise InputFileError(f"{name!r} is outside the dataset's folder {roots[0]} (paths in a dataset resolve inside "
                          "its folder; rubric grade --allow-outside PATH allows another folder)")
+
+
+MAX_PATH_TEXT = 4096   # a string this long is content given inline, never the name of a file
+
+
+def fits_a_path(text: str) -> bool:
+    """Whether a string could be a file's name at all: on one line and shorter than MAX_PATH_TEXT."""
+    return "\n" not in text and len(text) < MAX_PATH_TEXT
+
+
+def looks_like_path(text: str, suffixes: tuple[str, ...] = (), *, yaml: bool = False) -> bool:
+    """Whether a string given as an input (a rubric, a trajectory) names a file rather than holding the content
+    itself: it fits a path and ends with one of `suffixes` (a file that may not exist: reading it says so) or
+    names an existing regular file (a name the system refuses names none). yaml: YAML text is told apart too, a
+    string holding ': ' or padded with whitespace being content, never a name."""
+    if not text or not fits_a_path(text):
+        return False
+    if yaml and (": " in text or text.strip() != text):
+        return False
+    if suffixes and text.endswith(suffixes):
+        return True
+    try:
+        return Path(text).is_file()
+    except (OSError, ValueError):   # a name too long for the system, or one holding a NUL
+        return False

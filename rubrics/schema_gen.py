@@ -1,7 +1,10 @@
-"""JSON Schemas of the rubric, trajectory and result files, generated from the pydantic models.
+"""JSON Schemas of the rubric, trajectory and result files and of a delivery's files, generated from the pydantic models.
 
     python -m rubrics.schema_gen            # writes schemas/*.schema.json
     python -m rubrics.schema_gen --check    # exit 1 when the committed files differ from the models
+
+The delivery's: task.yaml (task), the lines of `rubric tasks run` (task_run_result), calibration.json
+(calibration), split.json (split) and report.json (delivery_report).
 
 An item's check keys are open, so the item schema is assembled here: the item fields, one property
 per built-in check key (its config model's schema), `additionalProperties: false`, and a `oneOf`
@@ -16,11 +19,11 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from pydantic.json_schema import models_json_schema
+from pydantic.json_schema import GenerateJsonSchema, models_json_schema
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
+BASE_ID = "https://agent-rubrics.dev/schemas/"
 SCHEMA_DIR = Path(__file__).resolve().parent.parent / "schemas"
-NAMES = ("rubric", "trajectory", "result")
 COMBINATORS = {"all_of": "list", "any_of": "list", "not": "one"}
 
 
@@ -87,8 +90,65 @@ def result_schema() -> dict:
     return {"$schema": DIALECT, "$id": "https://agent-rubrics.dev/schemas/result.schema.json", **schema}
 
 
+def _model_schema(model: type, name: str, mode: str, renamed: tuple[type, ...] = ()) -> dict:
+    """`renamed`: nested models whose class was renamed after the schema was published; each keeps its published
+    name, the title its model_config gives, as its $defs key."""
+    published = {m.__name__: m.model_config["title"] for m in renamed}
+
+    class PublishedNames(GenerateJsonSchema):
+        def normalize_name(self, name: str) -> str:
+            return super().normalize_name(published.get(name, name))
+
+    schema = model.model_json_schema(mode=mode, schema_generator=PublishedNames)
+    return {"$schema": DIALECT, "$id": f"{BASE_ID}{name}.schema.json", **schema}
+
+
+def task_schema() -> dict:
+    from rubrics.delivery.tasks.task import TaskSpec
+
+    return _model_schema(TaskSpec, "task", "validation")
+
+
+def pass_rates_schema() -> dict:
+    from rubrics.delivery.pass_rates.records import PassRates, TaskPassRate
+
+    return _model_schema(PassRates, "calibration", "serialization", renamed=(TaskPassRate,))
+
+
+def split_schema() -> dict:
+    from rubrics.delivery.split.heldout import SplitPlan
+
+    return _model_schema(SplitPlan, "split", "serialization")
+
+
+def delivery_report_schema() -> dict:
+    from rubrics.delivery.report.records import DeliveryReport, PassRateSettings
+
+    return _model_schema(DeliveryReport, "delivery_report", "serialization", renamed=(PassRateSettings,))
+
+
+def task_run_result_schema() -> dict:
+    from rubrics.delivery.runs.records import RunResult
+
+    return _model_schema(RunResult, "task_run_result", "serialization")
+
+
+# File name (without .schema.json) -> builder; `python -m rubrics.schema_gen` writes them in this order.
+BUILDERS: dict[str, Callable[[], dict]] = {
+    "rubric": rubric_schema,
+    "trajectory": trajectory_schema,
+    "result": result_schema,
+    "task_run_result": task_run_result_schema,
+    "task": task_schema,
+    "calibration": pass_rates_schema,
+    "split": split_schema,
+    "delivery_report": delivery_report_schema,
+}
+NAMES = tuple(BUILDERS)
+
+
 def build_schema(name: str) -> dict:
-    return {"rubric": rubric_schema, "trajectory": trajectory_schema, "result": result_schema}[name]()
+    return BUILDERS[name]()
 
 
 def dumps(schema: dict) -> str:
@@ -118,8 +178,7 @@ def generate(builders: dict[str, Callable[[], dict]], argv: list[str] | None, pr
 
 
 def main(argv: list[str] | None = None) -> int:
-    builders = {name: (lambda name=name: build_schema(name)) for name in NAMES}
-    return generate(builders, argv, "python -m rubrics.schema_gen", __doc__.split("\n")[0])
+    return generate(BUILDERS, argv, "python -m rubrics.schema_gen", __doc__.split("\n")[0])
 
 
 if __name__ == "__main__":

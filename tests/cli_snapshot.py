@@ -6,13 +6,13 @@
 
 Each command runs in a subprocess (`python -m rubrics.cli.main`) from a scratch copy of examples/, so that paths in
 the output are the same wherever the repository lies. The embedded judge is the test suite's model
-(smollm2-135m-instruct, fast on a CPU). Only what varies from run to run is masked: the timings of `tasks run`
-and the durations pytest prints inside its log tails.
+(smollm2-135m-instruct, fast on a CPU). Only what varies from run to run is masked: timings (the judge's speed
+line, the seconds of `tasks run`, pytest's durations), object addresses in log tails, and the order in which
+parallel attempts report their progress.
 """
 from __future__ import annotations
 
 import difflib
-import hashlib
 import json
 import os
 import re
@@ -27,6 +27,11 @@ JUDGE_MODEL = "smollm2-135m-instruct"
 DELIVERY_OUTPUTS = ["validation.json", "results.jsonl", "candidate-results.jsonl", "calibration.json", "split.json",
                     "report.md", "report.json", "pass-rates.svg", "uplift.md", "uplift.json", "uplift.svg"]
 PYTEST_DURATION = re.compile(r" in \d+\.\d+s")
+# what a run's own timing and memory layout put in the text: "judged 40 items in 13.6s (2.94 judgments/s) after
+# 2.5s", the seconds column of `tasks run`, object addresses in a pytest log tail
+VOLATILE = [(re.compile(r"\(\d+\.\d+ judgments/s\) after \d+\.\d+s"), "(N judgments/s) after Ns"),
+            (re.compile(r"(\d+/\d+ +\d+/\d+ +)\d+\.\d+"), r"\g<1>N"),
+            (re.compile(r"0x[0-9a-f]{6,}"), "0xADDRESS")]
 
 
 def graded_folders(examples: Path) -> list[Path]:
@@ -69,19 +74,26 @@ DELIVERY = [
 ]
 
 
+def unvaried(text: str) -> str:
+    text = PYTEST_DURATION.sub(" in Ns", text)
+    for pattern, replacement in VOLATILE:
+        text = pattern.sub(replacement, text)
+    return text
+
+
 def masked(text: str) -> str:
-    """The run's own timings out of a results line; pytest's durations out of its log tail."""
+    """The run's own timings out of a results line; durations and addresses out of any text."""
     lines = []
     for line in text.splitlines():
         try:
             record = json.loads(line)
         except ValueError:
-            lines.append(PYTEST_DURATION.sub(" in Ns", line))
+            lines.append(unvaried(line))
             continue
         if isinstance(record, dict) and "timings" in record:
             record["timings"] = "masked"
             if isinstance(record.get("log_tail"), str):
-                record["log_tail"] = PYTEST_DURATION.sub(" in Ns", record["log_tail"])
+                record["log_tail"] = unvaried(record["log_tail"])
             line = json.dumps(record, sort_keys=True)
         lines.append(line)
     return "\n".join(lines)
@@ -95,7 +107,10 @@ def run(arguments: list[str], cwd: Path) -> dict:
 
     def placed(text: str) -> str:
         return masked(text.replace(str(cwd), "<scratch>").replace(str(REPO), "<repo>"))
-    return {"rc": done.returncode, "stdout": placed(done.stdout), "stderr": placed(done.stderr)}
+    stderr = placed(done.stderr)
+    if arguments[0] == "tasks":   # one progress line per attempt as it finishes: in the order the jobs happened to end
+        stderr = "\n".join(sorted(stderr.splitlines()))
+    return {"rc": done.returncode, "stdout": placed(done.stdout), "stderr": stderr}
 
 
 def snapshot() -> dict[str, dict]:
@@ -110,9 +125,7 @@ def snapshot() -> dict[str, dict]:
             print(f"{taken[' '.join(arguments)]['rc']}  rubric {' '.join(arguments)}", file=sys.stderr, flush=True)
         for name in DELIVERY_OUTPUTS:
             path = root / "examples" / "delivery" / name
-            content = masked(path.read_text()) if path.exists() else None
-            taken[f"file examples/delivery/{name}"] = {
-                "sha256": hashlib.sha256(content.encode()).hexdigest() if content is not None else None}
+            taken[f"file examples/delivery/{name}"] = {"text": masked(path.read_text()) if path.exists() else None}
     return taken
 
 

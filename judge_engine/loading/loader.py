@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 import torch
 from torch import nn
 
 from judge_engine.layers.attention.backend import get_backend
+from judge_engine.loading.checkpoint import iter_safetensors
 from judge_engine.models.config import read_config_json
 from judge_engine.models.errors import ModelConfigError
 from judge_engine.models.registry import family_for
@@ -97,28 +96,3 @@ def load_model(
         if quantization is not None:
             model.quantized_from = quantizer.quantize_model(model, folder, cache_dir)  # "cache" or "built"
     return model.eval(), ModelSpec.from_config(config)
-
-
-def safetensors_files(folder: Path) -> list[Path]:
-    """The shards named by model.safetensors.index.json, else every *.safetensors in the folder."""
-    index = folder / "model.safetensors.index.json"
-    if index.is_file():
-        weight_map = json.loads(index.read_text(encoding="utf-8")).get("weight_map", {})
-        files = sorted({folder / name for name in weight_map.values()})
-    else:
-        files = sorted(folder.glob("*.safetensors"))
-    if not files:
-        raise FileNotFoundError(f"{folder}: no *.safetensors weights (only safetensors checkpoints are supported)")
-    for file in files:
-        if not file.is_file():
-            raise FileNotFoundError(f"{index}: names shard {file.name}, which is missing")
-    return files
-
-
-def iter_safetensors(folder: Path) -> Iterator[tuple[str, torch.Tensor]]:
-    from safetensors import safe_open
-
-    for file in safetensors_files(folder):
-        with safe_open(str(file), framework="pt") as handle:
-            for name in handle.keys():
-                yield name, handle.get_tensor(name)

@@ -145,7 +145,7 @@ def quantized_cache_path(folder: Path, cache_dir: str | Path | None, model: nn.M
     """The cache file of this model folder's weights under this recipe: keyed by the recipe, the folder and its
     weight files' sizes and modification times, and the model's class."""
     from judge_engine.loading.cache import engine_cache_dir
-    from judge_engine.loading.loader import safetensors_files
+    from judge_engine.loading.checkpoint import safetensors_files
 
     folder = Path(folder).resolve()
     files = [(f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in safetensors_files(folder)]

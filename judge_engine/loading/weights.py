@@ -67,7 +67,7 @@ def model_identity(model: str | Path | None, cache_dir: str | Path | None = None
     when it is a copy of one, its file name otherwise); an HF folder's name and the digest of its safetensors.
     ``resolved``: the path already resolved (an engine's model_path), to skip resolving again."""
     from judge_engine.loading.gguf import file_sha256
-    from judge_engine.loading.loader import safetensors_files
+    from judge_engine.loading.checkpoint import safetensors_files
 
     if resolved is None:
         if model is None:

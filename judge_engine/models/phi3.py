@@ -83,7 +83,7 @@ class Phi3Config(LlamaFamilyConfig):
 
 def _long_rope(raw: dict[str, Any], source: str, head_dim: int,
                max_positions: int) -> tuple[float, tuple[dict[str, Any], dict[str, Any]] | None, int | None]:
-    """(theta, the short and long rope scalings models/rope.py computes, the original context); the attention
+    """(theta, the short and long rope scalings layers/rope.py computes, the original context); the attention
     factor as transformers derives it."""
     params = raw.get("rope_parameters")
     if not (isinstance(params, dict) and "rope_theta" in params):

@@ -1,7 +1,7 @@
 """Which model families the engine runs: an HF architecture name -> its config class and its model class, and a
 GGUF architecture name -> the HF architecture it converts to.
 
-The loader (models/loader.py) and the GGUF converter (models/gguf.py) ask this table and nothing else, so adding
+The loader (loading/loader.py) and the GGUF converter (loading/gguf.py) ask this table and nothing else, so adding
 a family is its own module (a config class and a model class, the contract in docs/engine.md) plus one entry in
 FAMILIES. Classes are named as "module:Class" and imported on first use: listing a family costs nothing until a
 checkpoint of that family is loaded.
@@ -29,7 +29,7 @@ class GGUFLayout:
     model_type: str                   # config.json "model_type"
     permuted_qk: bool = False         # llama.cpp interleaved the two rotary halves of every Q/K head's rows
     records_attention_bias: bool = False  # config.json says whether q/k/v carry biases (the HF class reads it)
-    # llama.cpp per-layer tensor names this family maps to other HF names than the Llama table of models/gguf.py
+    # llama.cpp per-layer tensor names this family maps to other HF names than the Llama table of loading/gguf.py
     layer_tensors: Mapping[str, str] = field(default_factory=dict)
 
 

@@ -6,3 +6,24 @@ ids with contents kept out of special-token parsing; tokenization.py: prompts to
 cheap length bound; limits.py: the request body cap (413); errors.py: error bodies and the 500 middleware;
 logprobs.py: response pieces; background.py: servers on 127.0.0.1 in a thread or a subprocess (tests, benchmarks).
 """
+
+from __future__ import annotations
+
+__all__ = ["create_app", "ConnectionLimits", "install_repeat_filter", "uvicorn_config"]
+
+# what an application needs to serve an engine, imported on first use: starlette and uvicorn only then
+_EXPORTS = {
+    "create_app": "judge_engine.server.app",
+    "ConnectionLimits": "judge_engine.server.connections",
+    "install_repeat_filter": "judge_engine.server.connections",
+    "uvicorn_config": "judge_engine.server.connections",
+}
+
+
+def __getattr__(name: str):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'judge_engine.server' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)

@@ -7,7 +7,6 @@ unknown fields, as vLLM does, so that clients sending newer OpenAI options still
 from __future__ import annotations
 
 import time
-import uuid
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationInfo, field_validator, model_serializer
@@ -143,10 +142,6 @@ class ChatCompletionRequest(OpenAIRequest):
 
 
 # ---------------------------------------------------------------- responses
-
-
-def new_id(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex}"
 
 
 def now() -> int:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import importlib
 import json
+from dataclasses import dataclass
 from importlib import metadata
 from typing import Any
 
@@ -88,7 +89,6 @@ def reset_plugins() -> None:
     """Forgets discovered entry points (after installing a package at run time, and in tests)."""
     _plugins.cache_clear()
     _load_plugin.cache_clear()
-    _CONFIG_CACHE.clear()
     _RECENT.clear()
 
 
@@ -115,43 +115,60 @@ def validate_config(key: str, raw_config: Any) -> BaseModel:
 
 
 _CANONICAL_JSON = json.JSONEncoder(sort_keys=True)
-_CONFIG_CACHE: dict[tuple[str, str], BaseModel] = {}
 _RECENT: dict[tuple[str, int], tuple[Any, Any, BaseModel]] = {}  # (key, id(raw)) -> (raw, snapshot, config)
-_CONFIG_CACHE_LIMIT = 4096
+_RECENT_LIMIT = 4096
 
 
 def _cached_config(key: str, raw_config: Any) -> BaseModel:
-    """Validation (and regex compilation, cached on the config) happens once per distinct config, not per
-    trajectory. A rubric passes the same mapping for every trajectory, so the identity of the mapping is
-    tried first; the snapshot comparison keeps a mapping edited in place from reusing a stale config."""
+    """run_check validates a config (and compiles its regexes, cached on the config) once per mapping, not per
+    trajectory: a caller passes the same mapping for every trajectory (benchmarks/checks_run.py). The snapshot
+    comparison keeps a mapping edited in place from reusing a stale config."""
     recent = _RECENT.get((key, id(raw_config)))
     if recent is not None and recent[0] is raw_config and recent[1] == raw_config:
         return recent[2]
+    config = validate_config(key, raw_config)
     try:
-        canonical = _CANONICAL_JSON.encode(raw_config)
+        snapshot = json.loads(_CANONICAL_JSON.encode(raw_config))
     except (TypeError, ValueError):
-        return validate_config(key, raw_config)
-    if len(_CONFIG_CACHE) >= _CONFIG_CACHE_LIMIT or len(_RECENT) >= _CONFIG_CACHE_LIMIT:
-        _CONFIG_CACHE.clear()
+        return config
+    if len(_RECENT) >= _RECENT_LIMIT:
         _RECENT.clear()
-    config = _CONFIG_CACHE.get((key, canonical))
-    if config is None:
-        config = validate_config(key, raw_config)
-        _CONFIG_CACHE[(key, canonical)] = config
-    _RECENT[(key, id(raw_config))] = (raw_config, json.loads(canonical), config)
+    _RECENT[(key, id(raw_config))] = (raw_config, snapshot, config)
     return config
+
+
+@dataclass(frozen=True)
+class CheckFailure:
+    """Why a check gave no outcome: `error` is the CheckError it raised (or the one saying what it returned
+    instead of a CheckOutcome), or, when `crashed`, the other exception it raised (a bug in the check)."""
+    key: str
+    error: Exception
+    crashed: bool = False
+
+
+def attempt_check(key: str, config: BaseModel, trajectory: Trajectory,
+                  spec: CheckSpec | None = None) -> CheckOutcome | CheckFailure:
+    """The one place a check runs (`spec`, default the check of `key`, on an already validated config): its
+    outcome, or a CheckFailure; a bug in a check must fail one item, not the batch."""
+    try:
+        outcome = (spec if spec is not None else get_check(key)).run(config, trajectory)
+    except CheckError as error:
+        return CheckFailure(key, error)
+    except Exception as error:  # any exception of a check's own code
+        return CheckFailure(key, error, crashed=True)
+    if not isinstance(outcome, CheckOutcome):
+        return CheckFailure(key, CheckError(f"check {key!r} returned {type(outcome).__name__}, not a CheckOutcome"))
+    return outcome
 
 
 def run_config(key: str, config: BaseModel, trajectory: Trajectory) -> CheckOutcome:
     """Runs an already validated config; anything but a CheckError from the check becomes a CheckError."""
-    try:
-        outcome = get_check(key).run(config, trajectory)
-    except CheckError:
-        raise
-    except Exception as error:  # a bug in a check must fail one item, not the batch
+    outcome = attempt_check(key, config, trajectory)
+    if isinstance(outcome, CheckFailure) and outcome.crashed:
+        error = outcome.error
         raise CheckError(f"check {key!r} crashed: {type(error).__name__}: {error}") from error
-    if not isinstance(outcome, CheckOutcome):
-        raise CheckError(f"check {key!r} returned {type(outcome).__name__}, not a CheckOutcome")
+    if isinstance(outcome, CheckFailure):
+        raise outcome.error
     return outcome
 
 

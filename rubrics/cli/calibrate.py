@@ -25,10 +25,10 @@ def run(args) -> int:
     import sys
     from pathlib import Path
 
-    from rubrics.delivery.pass_rates.label_tasks import calibrate
+    from rubrics.delivery.pass_rates.label_tasks import label_tasks
     from rubrics.delivery.tasks.catalog import load_catalog
     from rubrics.delivery.runs.graded_results import read_results
-    from rubrics.delivery.report.files import CALIBRATION_FILE
+    from rubrics.delivery.report.files import PASS_RATES_FILE
 
     root, results_path = Path(args.dir), Path(args.results)
     for path, what in ((root, "not a directory"), (results_path, "no such file")):
@@ -39,42 +39,42 @@ def run(args) -> int:
         print(f"--pass-threshold must be in [0, 1], got {args.pass_threshold}", file=sys.stderr)
         return 2
     delivery, specs, problems = load_catalog(root)
-    for problem in problems:   # a broken task.yaml costs the task its category, not its calibration
-        print(problem.format(), file=sys.stderr)
+    for problem in problems:   # a broken task.yaml costs the task its category, not its pass rate
+        print(problem.format_at_path(), file=sys.stderr)
     categories = {ref.id: (specs[ref.id].metadata.category if ref.id in specs else None) for ref in delivery.all_tasks()}
     results = read_results(results_path, args.results)
     try:
-        report = calibrate(results, categories, attempts_requested=args.attempts, k=args.k,
-                           pass_threshold=args.pass_threshold, results_name=results_path.name)
+        rates = label_tasks(results, categories, attempts_requested=args.attempts, k=args.k,
+                            pass_threshold=args.pass_threshold, results_name=results_path.name)
     except ValueError as exc:
         print(str(exc), file=sys.stderr)
         return 2
-    output = Path(args.output) if args.output else root / CALIBRATION_FILE
-    text = report.model_dump_json(indent=2) + "\n"
+    output = Path(args.output) if args.output else root / PASS_RATES_FILE
+    text = rates.model_dump_json(indent=2) + "\n"
     output.write_text(text, encoding="utf-8")
-    for line in report.problems:
+    for line in rates.problems:
         print(line, file=sys.stderr)
-    for task_id in report.unknown_tasks:
+    for task_id in rates.unknown_tasks:
         print(f"{args.results}: results for {task_id!r}, which is not a task folder of {root}", file=sys.stderr)
-    print(text if args.format == "json" else _table(report), end="")
+    print(text if args.format == "json" else _table(rates), end="")
     print(f"wrote {output}", file=sys.stderr)
     return 0
 
 
-def _table(report) -> str:
+def _table(rates) -> str:
     from rubrics.cli.table import align
 
-    k = report.k
+    k = rates.k
     header = ["task", "category", "passed", "rate", "mean", "sd", "pass@1", f"pass@{k}", f"pass^{k}", "label", "flags"]
     rows = [header]
-    for t in report.tasks:
+    for t in rates.tasks:
         rows.append([t.task_id, t.category or "-", f"{t.successes}/{t.attempts}", _pct(t.pass_rate),
                      _num(t.score_mean), _num(t.score_std), _num(t.pass_at_1), _num(t.pass_at_k),
                      _num(t.pass_hat_k), t.label, ",".join(f.code for f in t.flags) or "-"])
     lines = align(rows)
-    s = report.summary
-    lines.append(f"{len(report.tasks)} tasks: {s.keep} keep, {s.drop} drop, {s.inspect} inspect; "
-                 f"{s.flaky} flaky, {s.too_few_attempts} with fewer than {report.attempts_requested} attempts")
+    s = rates.summary
+    lines.append(f"{len(rates.tasks)} tasks: {s.keep} keep, {s.drop} drop, {s.inspect} inspect; "
+                 f"{s.flaky} flaky, {s.too_few_attempts} with fewer than {rates.attempts_requested} attempts")
     return "\n".join(lines) + "\n"
 
 

@@ -133,98 +133,33 @@ def collect_trajectories(paths: list[str]):
     return loaded, errors
 
 
-def judge_kind(args, plan) -> str:
-    """--judge, else the rubric's choice: panel when its judge: defaults have one, else embedded."""
-    if args.judge:
-        return args.judge
-    if args.panel_member:
-        args.parser.error("--panel-member needs --judge panel")
-    rubric_judge = plan.rubric.judge if plan is not None else None
-    return "panel" if rubric_judge is not None and rubric_judge.panel is not None else "embedded"
-
-
 def make_judge(args, plan=None):
-    """The judge the options ask for (with the verdict cache unless --no-cache); a judge that cannot be built
-    grades nothing and says why."""
-    from rubrics.judges import NoJudge, UnavailableJudge
-    from rubrics.judges.extras import MissingExtraError, import_judge_class, make_embedded_judge
+    """The judge the options ask for over the rubric's judge: section (rubrics.judges.factory.JudgeSpec.from_args),
+    with the verdict cache unless --no-cache; a judge that cannot be built grades nothing and says why."""
+    from rubrics.judges import UnavailableJudge
+    from rubrics.judges.extras import MissingExtraError
+    from rubrics.judges.factory import JudgeSpec, build_judge
 
-    kind = judge_kind(args, plan)
-    if kind == "none":
-        return NoJudge()
-    calibration = calibration_option(args, plan)
-    cache = verdict_cache(args)
     try:
-        if kind == "panel":
-            return make_panel(args, plan, calibration, cache)
-        if kind == "openai":
-            try:   # OpenAIJudge reads its API key from the environment
-                judge = import_judge_class("openai", "OpenAIJudge")(base_url=args.base_url, model=args.model,
-                                                                    **method_option(args), **calibration)
-            except ValueError as exc:   # a malformed --base-url or --model is a usage error, not a traceback
-                args.parser.error(f"--judge openai: {exc}")
-        else:
-            try:
-                judge = make_embedded_judge(**({"model": args.model} if args.model else {}), **method_option(args),
-                                            **engine_option(args), **calibration)
-            except (ValueError, OSError) as exc:   # a refused calibration file, or a --model it cannot identify
-                args.parser.error(str(exc))
+        spec = JudgeSpec.from_args(args, plan.rubric if plan is not None else None)
+    except ValueError as exc:   # --panel-member without --judge panel; a calibration file that cannot be read
+        args.parser.error(str(exc))
+    if spec.kind == "panel" and len(spec.members) < 2:
+        args.parser.error("--judge panel needs at least two --panel-member (or a rubric with judge: panel)")
+    try:
+        judge = build_judge(spec)
     except MissingExtraError as exc:
         warn(f"error: {exc}")
-        return UnavailableJudge(f"not evaluated: {exc}", name=kind)
-    check_calibrated_methods(args, judge, plan)
-    if cache is None:
-        return judge
-    from rubrics.judges.cached import CachedJudge
-
-    return CachedJudge(judge, cache)
-
-
-def method_option(args) -> dict:
-    return {"method": args.method} if args.method else {}
-
-
-def engine_option(args) -> dict:
-    return {"quantization": args.quantization} if getattr(args, "quantization", None) else {}
-
-
-def make_panel(args, plan, calibration: dict, cache):
-    """--judge panel: the --panel-member members, else the rubric's judge: panel."""
-    from rubrics.judges.panel.members import build_panel, parse_member
-
-    spec = plan.rubric.judge.panel if plan is not None and plan.rubric.judge is not None else None
-    texts = args.panel_member or (spec.members if spec is not None else [])
-    if len(texts) < 2:
-        args.parser.error("--judge panel needs at least two --panel-member (or a rubric with judge: panel)")
-    combine = args.panel_combine or (spec.combine if spec is not None else "mean_logit")
-    try:
-        members = [parse_member(text) for text in texts]
-        return build_panel(members, combine, embedded_model=args.model, cache=cache, **calibration)
-    except ValueError as exc:
-        args.parser.error(f"--judge panel: {exc}")
-
-
-def verdict_cache(args):
-    """The verdict cache (None with --no-cache)."""
-    if args.no_cache:
-        return None
-    from rubrics.judges.verdict_cache import VerdictCache
-
-    return VerdictCache(args.cache)
-
-
-def calibration_option(args, plan) -> dict:
-    """{"calibration": the loaded file} from --calibration, else the rubric's judge: calibration (relative to the
-    rubric file), else {}; a file that cannot be read is a usage error."""
-    from rubrics.judges.calibration_file import CalibrationFileError, load_calibration_file, rubric_calibration_path
-
-    path = args.calibration or (rubric_calibration_path(plan.rubric) if plan is not None else None)
-    if not path:
-        return {}
-    try:
-        return {"calibration": load_calibration_file(path)}
-    except CalibrationFileError as exc:
-        args.parser.error(str(exc))
+        return UnavailableJudge(f"not evaluated: {exc}", name=spec.kind)
+    except (ValueError, OSError) as exc:   # a usage error, not a traceback
+        if spec.kind == "embedded":   # a refused calibration file, or a --model it cannot identify
+            args.parser.error(str(exc))
+        if isinstance(exc, ValueError):   # a malformed --base-url, --model or --panel-member
+            args.parser.error(f"--judge {spec.kind}: {exc}")
+        raise
+    if spec.kind in ("embedded", "openai"):
+        check_calibrated_methods(args, judge, plan)
+    return judge
 
 
 def check_calibrated_methods(args, judge, plan) -> None:
@@ -317,7 +252,8 @@ def grade_dataset(args) -> Graded:
     options; a rubric's own judge: panel or calibration is used when every rubric of the run has the same."""
     from rubrics.grading.dataset import read_dataset
     from rubrics.grading.jobs import PlanCache
-    from rubrics.grading.scoring import default_judge_key, grade_jobs
+    from rubrics.grading.scoring import grade_jobs
+    from rubrics.judges.factory import JudgeSpec
 
     jobs, load_errors, plans = [], [], PlanCache(limit=1 << 30)
     for name in args.dataset:
@@ -327,7 +263,7 @@ def grade_dataset(args) -> Graded:
     for line in load_errors:
         warn(line)
     judged = [job.plan for job in jobs if job.plan.needs_judge]
-    settings = {default_judge_key(plan) for plan in judged}
+    settings = {JudgeSpec.from_rubric(plan.rubric) for plan in judged}
     if len(settings) > 1 and not args.judge:
         warn("warning: the rubrics of this dataset set different judge: panel or calibration; grading with the "
              "embedded judge (choose with --judge, --panel-member, --calibration)")

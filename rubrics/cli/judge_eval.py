@@ -49,39 +49,30 @@ def register(subparsers) -> None:
     parser.set_defaults(handler=run, parser=parser)
 
 
-def build_judge(args, method: str | None, *, raw: bool):
-    """The judge to evaluate; raw: with the identity calibration for `method` (fits read logit(probability))."""
-    from rubrics.judges.extras import import_judge_class, make_embedded_judge
+def make_judge(args, *, raw: bool):
+    """The judge to evaluate: a panel of the --panel-member members, else --judge; raw: with the identity
+    calibration for --method (fits read logit(probability))."""
+    from dataclasses import replace
+
+    from rubrics.judges.factory import JudgeSpec, build_judge
     from rubrics.judges.methods import IDENTITY
 
-    options = {}
-    if method:
-        options["method"] = method
-    if raw:
-        options["calibrations"] = {method: IDENTITY}
-    if args.judge == "openai":
-        # OpenAIJudge reads its API key from the environment
+    spec = JudgeSpec.from_args(args)   # the labels' rubric is not read: no rubric panel, calibration or cache
+    if args.panel_member:
+        if len(args.panel_member) < 2:
+            args.parser.error("a panel needs at least two --panel-member")
         try:
-            return import_judge_class("openai", "OpenAIJudge")(base_url=args.base_url, model=args.model, **options)
+            return build_judge(replace(spec, kind="panel"))
+        except ValueError as exc:
+            args.parser.error(str(exc))
+    if raw:
+        spec = replace(spec, calibrations={args.method: IDENTITY})
+    if spec.kind == "openai":
+        try:
+            return build_judge(spec)
         except ValueError as exc:
             args.parser.error(f"--judge openai: {exc}")
-    if args.model:
-        options["model"] = args.model
-    if args.quantization:
-        options["quantization"] = args.quantization
-    return make_embedded_judge(**options)
-
-
-def build_panel_judge(args):
-    from rubrics.judges.panel.members import build_panel, parse_member
-
-    if len(args.panel_member) < 2:
-        args.parser.error("a panel needs at least two --panel-member")
-    try:
-        return build_panel([parse_member(m) for m in args.panel_member], args.panel_combine,
-                           embedded_model=args.model)
-    except ValueError as exc:
-        args.parser.error(str(exc))
+    return build_judge(spec)
 
 
 def judge_all(args, judge) -> tuple[list, list[str]]:
@@ -115,10 +106,7 @@ def run(args) -> int:
     if args.panel_member and (fitting or args.method or args.judge != "embedded"):
         args.parser.error("--panel-member names the members' judges and methods: it goes without --method, --judge, "
                           "--fit-calibration and --cross-validate")
-    if args.panel_member:
-        judge = build_panel_judge(args)
-    else:
-        judge = build_judge(args, args.method, raw=fitting)   # fits work on the method's raw scores
+    judge = make_judge(args, raw=bool(fitting))   # fits work on the method's raw scores
     recorder = None
     if args.json_out:
         from rubrics.view.judge_eval_export import VerdictRecorder

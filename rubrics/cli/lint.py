@@ -29,7 +29,8 @@ def expand(paths: list[str]) -> list[str]:
 
 
 def run(args) -> int:
-    from rubrics.rubric.lint import has_errors, lint_file
+    from rubrics.rubric.lint import lint_file
+    from rubrics.rubric.problems import has_errors
     from rubrics.rubric.problems import ERROR
 
     failed = False

@@ -61,12 +61,11 @@ def run_pull(args) -> int:
 
     name = args.name or default_judge_model()
     try:
-        from judge_engine import CatalogError, find_model
-        from judge_engine.loading import weights
+        from judge_engine import CatalogError, find_model, pull_model
 
         entry = find_model(name)
         with PullBar(entry) as bar:
-            path = weights.pull_model(name, force=args.force, cache_dir=rubrics_cache_dir(), progress=bar.update)
+            path = pull_model(name, force=args.force, cache_dir=rubrics_cache_dir(), progress=bar.update)
     except ImportError as exc:
         explained = explain_missing(exc)
         print(f"error: {explained or exc}", file=sys.stderr)

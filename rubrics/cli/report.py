@@ -26,37 +26,37 @@ def run(args) -> int:
 
     from pydantic import ValidationError
 
-    from rubrics.delivery.report.files import CALIBRATION_FILE, write_report
+    from rubrics.delivery.report.files import PASS_RATES_FILE, write_report
     from rubrics.delivery.split.heldout import SPLIT_FILE
 
     root = Path(args.dir)
     if not root.is_dir():
         print(f"{root}: not a directory", file=sys.stderr)
         return 2
-    calibration = Path(args.calibration) if args.calibration else root / CALIBRATION_FILE
+    pass_rates = Path(args.calibration) if args.calibration else root / PASS_RATES_FILE
     split = Path(args.split) if args.split else root / SPLIT_FILE
-    for given, path in ((args.calibration, calibration), (args.split, split)):
+    for given, path in ((args.calibration, pass_rates), (args.split, split)):
         if given and not path.is_file():
             print(f"{path}: no such file", file=sys.stderr)
             return 2
     out_dir = Path(args.output_dir) if args.output_dir else root
     if args.baseline or args.candidate:
-        return _uplift(args, root, calibration, split, out_dir)
+        return _uplift(args, root, pass_rates, split, out_dir)
     try:
-        report, problems = write_report(root, out_dir, calibration, split)
+        report, problems = write_report(root, out_dir, pass_rates, split)
     except (ValidationError, ValueError) as exc:
         print(f"cannot read calibration or split: {exc}", file=sys.stderr)
         return 1
     for problem in problems:
-        print(problem.format(), file=sys.stderr)
-    for path, what, command in ((calibration, "calibration", "rubric calibrate"), (split, "split", "rubric split")):
+        print(problem.format_at_path(), file=sys.stderr)
+    for path, what, command in ((pass_rates, "calibration", "rubric calibrate"), (split, "split", "rubric split")):
         if not path.is_file():
             print(f"note: no {what} yet; run `{command}` for that section", file=sys.stderr)
     print(f"wrote {out_dir / 'report.md'}, {out_dir / 'report.json'}" + (f", {out_dir / report.chart}" if report.chart else ""))
     return 1 if problems else 0
 
 
-def _uplift(args, root, calibration, split, out_dir) -> int:
+def _uplift(args, root, pass_rates_path, split, out_dir) -> int:
     import sys
     from pathlib import Path
 
@@ -78,11 +78,11 @@ def _uplift(args, root, calibration, split, out_dir) -> int:
         print(f"{split}: no split; run `rubric split` first (the uplift is measured on the held-out side)",
               file=sys.stderr)
         return 2
-    inputs, problems = read_inputs(root, calibration, split)
+    inputs, problems = read_inputs(root, pass_rates_path, split)
     for problem in problems:
-        print(problem.format(), file=sys.stderr)
-    k = args.k or (inputs.calibration.k if inputs.calibration else 1)
-    threshold = inputs.calibration.pass_threshold if inputs.calibration else 1.0
+        print(problem.format_at_path(), file=sys.stderr)
+    k = args.k or (inputs.pass_rates.k if inputs.pass_rates else 1)
+    threshold = inputs.pass_rates.pass_threshold if inputs.pass_rates else 1.0
     categories = {t: s.metadata.category for t, s in inputs.specs.items()}
     results = [read_results(p) for p in paths]
     for r in results:

@@ -77,7 +77,7 @@ def positive_float(text: str) -> float:
 
 
 def connection_limits(args):
-    from judge_engine.server.connections import ConnectionLimits
+    from judge_engine.server import ConnectionLimits
 
     return ConnectionLimits(header_timeout_s=args.header_timeout, body_timeout_s=args.body_timeout,
                             keep_alive_s=args.keep_alive_timeout, max_connections=args.max_connections,
@@ -98,7 +98,7 @@ def positive_int(text: str) -> int:
 
 
 def engine_config(args):
-    from judge_engine.config import EngineConfig
+    from judge_engine import EngineConfig
 
     from rubrics.cache_dir import rubrics_cache_dir
 
@@ -136,9 +136,8 @@ def run(args) -> int:
     try:
         import uvicorn
 
-        from judge_engine.config import EngineConfigError
-        from judge_engine.engine.llm_engine import LLMEngine
-        from judge_engine.server.app import create_app
+        from judge_engine import EngineConfigError, LLMEngine
+        from judge_engine.server import create_app
     except ImportError as exc:
         print(f"error: rubric serve needs the [engine] and [serve] extras ({exc.name!r} is not installed); "
               f"install them with: {SERVE_INSTALL}", file=sys.stderr)
@@ -154,7 +153,7 @@ def run(args) -> int:
         return 1
     name = served_name(args)
     app = create_app(engine, name, api_key=args.api_key, max_request_bytes=args.max_request_bytes)
-    from judge_engine.server.connections import install_repeat_filter, uvicorn_config
+    from judge_engine.server import install_repeat_filter, uvicorn_config
 
     limits = connection_limits(args)
     print(f"serving {name} on http://{args.host}:{args.port}/v1 (Ctrl-C stops)", file=sys.stderr, flush=True)

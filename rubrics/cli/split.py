@@ -36,7 +36,7 @@ def run(args) -> int:
     if problems:
         # A task without a readable instruction cannot be checked for twins: splitting around it could leak.
         for problem in problems:
-            print(problem.format(), file=sys.stderr)
+            print(problem.format_at_path(), file=sys.stderr)
         print("split refused: fix task.yaml first (rubric tasks check)", file=sys.stderr)
         return 1
     try:

@@ -68,16 +68,17 @@ def run_check(args) -> int:
     from pathlib import Path
 
     from rubrics.delivery.tasks.folder_check import check_delivery
+    from rubrics.rubric.problems import ERROR
 
     root = Path(args.dir)
     if not root.is_dir():
         print(f"{root}: not a directory", file=sys.stderr)
         return 2
     delivery, problems = check_delivery(root)
-    errors = sum(p.severity == "error" for p in problems)
+    errors = sum(p.severity == ERROR for p in problems)
     for problem in problems:
-        if problem.severity == "error" or not args.quiet:
-            print(problem.format())
+        if problem.severity == ERROR or not args.quiet:
+            print(problem.format_at_path())
     warnings = len(problems) - errors
     print(f"{len(delivery.all_tasks())} task folder(s): {errors} error(s), {warnings} warning(s)", file=sys.stderr)
     return 1 if errors else 0

@@ -13,54 +13,36 @@ import threading
 from typing import Any, Iterable, Sequence
 
 from rubrics.grading.batching import JudgeBatcher, shared_batcher
+from rubrics.grading.dispatch import group_by_judge, split_back
 from rubrics.rubric.compiler import Plan
 from rubrics.grading.expectation import Band
 from rubrics.grading.jobs import Job, PlanCache, make_jobs
 from rubrics.judges.protocol import Judge, Verdict
 from rubrics.grading.result import Result
-from rubrics.grading.scoring import JudgeChoice, Prepared, Reward, default_judge_key, finish, prepare, resolve_judge
+from rubrics.grading.scoring import JudgeChoice, Prepared, Reward, finish, prepare
 
 _PLANS = PlanCache()
-_DEFAULT_JUDGES: dict[tuple, Judge | None] = {}
+_DEFAULT_JUDGES: dict = {}   # JudgeSpec -> the judge built for it
 _DEFAULT_JUDGES_LOCK = threading.Lock()
 
 
-class _ProcessJudgeChoice(JudgeChoice):
-    """JudgeChoice whose default judges live as long as the process: every ascore call without a judge must
-    share one judge object, or the calls could not share its batches."""
-
-    def __call__(self, plan: Plan) -> Judge | None:
-        if not plan.needs_judge or self.given is not None:
-            return super().__call__(plan)
-        key = default_judge_key(plan)
-        with _DEFAULT_JUDGES_LOCK:
-            if key not in _DEFAULT_JUDGES:
-                _DEFAULT_JUDGES[key] = resolve_judge(None, plan)
-            return _DEFAULT_JUDGES[key]
-
-
 async def _verdicts(prepared: Sequence[Prepared], batcher: JudgeBatcher | None) -> list[list[Verdict]]:
-    """Each prepared job's verdicts: one submission per judge holding this call's requests, awaited together."""
-    groups: dict[int, list[Prepared]] = {}
-    for p in prepared:
-        if p.requests:
-            groups.setdefault(id(p.judge), []).append(p)
-    futures = []
-    for members in groups.values():
-        judge = members[0].judge
-        chosen = batcher if batcher is not None and batcher.judge is judge else shared_batcher(judge)
-        futures.append(asyncio.wrap_future(chosen.submit([r for p in members for r in p.requests])))
-    answered = await asyncio.gather(*futures)
-    verdicts: dict[int, list[Verdict]] = {}
-    for members, answers in zip(groups.values(), answered):
-        stream = iter(answers)
-        for p in members:
-            verdicts[id(p)] = [next(stream) for _ in p.requests]
-    return [verdicts.get(id(p), []) for p in prepared]
+    """Each prepared job's verdicts: one submission per judge holding this call's requests (rubrics/grading/
+    dispatch.py), awaited together."""
+    calls = group_by_judge(prepared)
+    futures = [asyncio.wrap_future(_batcher_of(call.judge, batcher).submit(call.requests)) for call in calls]
+    return split_back(prepared, calls, await asyncio.gather(*futures))
+
+
+def _batcher_of(judge: Judge, batcher: JudgeBatcher | None) -> JudgeBatcher:
+    return batcher if batcher is not None and batcher.judge is judge else shared_batcher(judge)
 
 
 def _choice(judge: Judge | None, batcher: JudgeBatcher | None) -> JudgeChoice:
-    return _ProcessJudgeChoice(judge if judge is not None else batcher.judge if batcher is not None else None)
+    """The default judges live as long as the process: every ascore call without a judge must share one judge
+    object, or the calls could not share its batches."""
+    given = judge if judge is not None else batcher.judge if batcher is not None else None
+    return JudgeChoice(given, built=_DEFAULT_JUDGES, lock=_DEFAULT_JUDGES_LOCK)
 
 
 async def ascore_many(trajectories: Iterable, rubric: Any = None, judge: Judge | None = None, *,

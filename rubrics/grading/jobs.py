@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from rubrics.rubric.compiler import Plan, compile_rubric
 from rubrics.grading.expectation import Band
+from rubrics.input_files import fits_a_path, looks_like_path
+from rubrics.rubric.compiler import Plan, compile_rubric
 
 
 @dataclass(frozen=True)
@@ -76,7 +77,7 @@ def expand(src: Any) -> Iterator:
 def _rubric_name(rubric: Any) -> str:
     if isinstance(rubric, dict) and isinstance(rubric.get("id"), str):
         return rubric["id"]
-    if isinstance(rubric, Path) or (isinstance(rubric, str) and "\n" not in rubric and len(rubric) < 4096):
+    if isinstance(rubric, Path) or (isinstance(rubric, str) and fits_a_path(rubric)):
         return str(rubric)
     return getattr(rubric, "id", None) if isinstance(getattr(rubric, "id", None), str) else "<rubric>"
 
@@ -102,7 +103,7 @@ class PlanCache:
                 return ("dict", json.dumps(rubric, sort_keys=True, default=str), band)
             except (TypeError, ValueError, RecursionError):
                 return None   # compiled every time; load_rubric reports what is wrong with it
-        if isinstance(rubric, Path) or (isinstance(rubric, str) and _is_file(rubric)):
+        if isinstance(rubric, Path) or (isinstance(rubric, str) and looks_like_path(rubric)):
             try:
                 stat = Path(rubric).stat()
             except (OSError, ValueError):
@@ -141,13 +142,6 @@ class PlanCache:
             return RubricFailure(_rubric_name(rubric), f"cannot load the rubric: {exc}")
         except (TypeError, ValueError, OSError) as exc:
             return RubricFailure(_rubric_name(rubric), f"cannot load the rubric: {type(exc).__name__}: {exc}")
-
-
-def _is_file(text: str) -> bool:
-    try:
-        return "\n" not in text and len(text) < 4096 and Path(text).is_file()
-    except (OSError, ValueError):
-        return False
 
 
 def _as_pair(entry: Any, index: int) -> Pair:

@@ -9,10 +9,12 @@ will not load, a check that fails, a judge that errors) is reported on that traj
 """
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Literal, Sequence
 
 from rubrics.rubric.compiler import CodeStep, JudgeStep, Plan
+from rubrics.grading.dispatch import group_by_judge, split_back
 from rubrics.grading.expectation import Band, Outcome, expected_score, hard_score, in_band, score_range
 from rubrics.grading.jobs import Job, LoadFailure, Pair, PlanCache, RubricFailure, make_jobs
 from rubrics.judges.protocol import Judge, JudgeRequest, Verdict, call_judge
@@ -26,18 +28,18 @@ Reward = Literal["hard", "expected"]     # what Result.reward holds: score, or e
 
 
 def run_code_step(step: CodeStep, trajectory) -> ItemResult:
-    from rubrics.checks.base import CheckError
+    from rubrics.checks.registry import CheckFailure, attempt_check
 
     item = step.item
     base = dict(id=item.id, kind=item.kind, text=item.label or None, points=item.points, method="code",
                 tags=list(item.tags))
-    try:
-        outcome = step.spec.run(step.config, trajectory)
-    except CheckError as exc:
-        return ItemResult(**base, status="error", evidence="", error=f"check '{item.check}' failed: {exc}")
-    except Exception as exc:  # a bug in one check must not sink the batch; it is reported, not hidden
+    outcome = attempt_check(item.check, step.config, trajectory, step.spec)
+    if isinstance(outcome, CheckFailure) and outcome.crashed:   # reported on the item, not hidden
+        error = outcome.error
         return ItemResult(**base, status="error", evidence="",
-                          error=f"internal error in check '{item.check}': {type(exc).__name__}: {exc}")
+                          error=f"internal error in check '{item.check}': {type(error).__name__}: {error}")
+    if isinstance(outcome, CheckFailure):
+        return ItemResult(**base, status="error", evidence="", error=f"check '{item.check}' failed: {outcome.error}")
     return ItemResult(**base, status="met" if outcome.met else "unmet", evidence=outcome.evidence)
 
 
@@ -152,52 +154,29 @@ def failed_result(plan: Plan | RubricFailure, trajectory, reward: Reward = "hard
                   reward=None)   # never a silent 0.0: the trajectory was not graded
 
 
-def resolve_judge(judge: Judge | None, plan: Plan) -> Judge | None:
-    """The judge to use; None when the rubric has no judge item (then none is ever constructed). Without a judge
-    given: the rubric's `judge: {panel: ...}` when it has one, else the embedded judge; either with the rubric's
-    `judge: {calibration: PATH}` (which calibrates the judge built here, not one passed in)."""
-    if not plan.needs_judge:
-        return None
-    if judge is not None:
-        return judge
-    from rubrics.judges.calibration_file import rubric_calibration_path
-    from rubrics.judges.extras import make_embedded_judge
-
-    calibration = rubric_calibration_path(plan.rubric)
-    panel = plan.rubric.judge.panel if plan.rubric.judge is not None else None
-    if panel is not None:
-        from rubrics.judges.panel.members import build_panel, parse_member
-
-        return build_panel([parse_member(m) for m in panel.members], panel.combine, calibration=calibration)
-    return make_embedded_judge(**({"calibration": calibration} if calibration else {}))
-
-
-def default_judge_key(plan: Plan) -> tuple:
-    """Plans with the same key get the same default judge (built once per call): the rubric's panel and
-    calibration are all that resolve_judge reads from a plan."""
-    from rubrics.judges.calibration_file import rubric_calibration_path
-
-    defaults = plan.rubric.judge
-    panel = defaults.panel.model_dump_json() if defaults is not None and defaults.panel is not None else None
-    return (panel, rubric_calibration_path(plan.rubric))
-
-
 class JudgeChoice:
-    """The judge of each plan: the one given, else one default judge per distinct rubric judge setting."""
+    """The judge of each plan: the one given, else one default judge per distinct rubric judge setting (the judge
+    its `judge:` section asks for: rubrics.judges.factory.JudgeSpec.from_rubric), built when first needed; None for
+    a plan without judge items (then none is ever built). `built` and `lock`: where the default judges are kept
+    (ascore keeps them for the process, so that its calls share one judge object and its batches)."""
 
-    def __init__(self, judge: Judge | None):
+    def __init__(self, judge: Judge | None, built: dict | None = None, lock: threading.Lock | None = None):
         self.given = judge
-        self._built: dict[tuple, Judge | None] = {}
+        self._built: dict = {} if built is None else built
+        self._lock = lock or threading.Lock()
 
     def __call__(self, plan: Plan) -> Judge | None:
         if not plan.needs_judge:
             return None
         if self.given is not None:
             return self.given
-        key = default_judge_key(plan)
-        if key not in self._built:
-            self._built[key] = resolve_judge(None, plan)
-        return self._built[key]
+        from rubrics.judges.factory import JudgeSpec, build_judge
+
+        spec = JudgeSpec.from_rubric(plan.rubric)
+        with self._lock:
+            if spec not in self._built:
+                self._built[spec] = build_judge(spec)
+            return self._built[spec]
 
 
 @dataclass
@@ -244,26 +223,10 @@ def finish(prepared: Prepared, verdicts: Sequence[Verdict], reward: Reward = "ha
     return assemble(plan, job.trajectory, items, judge_name, reward, total_usage(usages) if usages else None)
 
 
-@dataclass
-class _JudgeBatch:
-    """The prepared jobs that one judge answers, in one call."""
-    judge: Judge
-    members: list[Prepared]
-
-
 def judge_all(prepared: Sequence[Prepared]) -> list[list[Verdict]]:
-    """Each prepared job's verdicts: every request for one judge goes to it in one call, in job order (so the
-    engine shares the instructions across rubrics and each trajectory's context across its items)."""
-    batches: dict[int, _JudgeBatch] = {}
-    for p in prepared:
-        if p.requests:
-            batches.setdefault(id(p.judge), _JudgeBatch(p.judge, [])).members.append(p)
-    verdicts: dict[int, list[Verdict]] = {}
-    for batch in batches.values():
-        answers = iter(call_judge(batch.judge, [r for p in batch.members for r in p.requests]))
-        for p in batch.members:
-            verdicts[id(p)] = [next(answers) for _ in p.requests]
-    return [verdicts.get(id(p), []) for p in prepared]
+    """Each prepared job's verdicts: every request for one judge goes to it in one call (grading/dispatch.py)."""
+    calls = group_by_judge(prepared)
+    return split_back(prepared, calls, [call_judge(call.judge, call.requests) for call in calls])
 
 
 def grade_jobs(jobs: Sequence[Job], judges: Callable[[Plan], Judge | None], progress: Progress | None = None,

@@ -61,16 +61,3 @@ def require_engine() -> None:
             raise MissingExtraError(f"the embedded judge needs the [engine] extra ('{name}' is not installed); "
                                     f"install it with: {ENGINE_INSTALL}", name=name)
 
-
-def make_embedded_judge(**options):
-    """The default judge: `judge=None` (and `rubric grade` without --judge) means the embedded engine judge (its
-    engine options default to rubrics.judges.embedded.engine_defaults: float32, the model in $RUBRICS_CACHE)."""
-    require_engine()
-    cls = import_judge_class("embedded", "EmbeddedJudge")
-    try:
-        return cls(**options)
-    except ImportError as exc:
-        explained = explain_missing(exc)
-        if explained is not None:
-            raise explained from exc
-        raise

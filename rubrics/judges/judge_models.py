@@ -38,7 +38,7 @@ class JudgeModel:
 
 JUDGE_MODELS: dict[str, JudgeModel] = {model.catalog_name: model for model in (
     JudgeModel("smollm2-135m-instruct", "statement"),
-    JudgeModel("qwen2.5-coder-0.5b-instruct", "choice"),
+    JudgeModel("qwen2.5-coder-0.5b-instruct", "likelihood"),
     JudgeModel("qwen2.5-coder-1.5b-instruct", "choice"),
 )}
 

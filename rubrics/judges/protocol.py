@@ -75,7 +75,7 @@ class JudgeRequest:
 
 
 class MemberVerdict(BaseModel):
-    """One panel member's verdict on an item (rubrics/judges/panel/judge.py)."""
+    """One panel member's verdict on an item."""
     model_config = ConfigDict(frozen=True)
     judge: str = Field(description="The member, e.g. embedded:likelihood or openai:MODEL.")
     met: bool | None = Field(description="Null when the member could not judge the item.")

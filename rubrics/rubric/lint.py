@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rubrics.rubric.problems import ERROR, Problem
+from rubrics.rubric.problems import Problem
 
 # code -> what it means. Codes are stable: editors and CI filters match on them.
 LINT_CODES = {
@@ -53,6 +53,3 @@ def lint_file(path: str | Path) -> list[Problem]:
     _, problems, _ = analyze_rubric(Path(path))
     return problems
 
-
-def has_errors(problems: list[Problem]) -> bool:
-    return any(p.severity == ERROR for p in problems)

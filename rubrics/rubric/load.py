@@ -15,9 +15,11 @@ def read_rubric(src) -> tuple[object, SourceMap, list[Problem], str]:
     """(data, source_map, problems, source name) for a path, YAML text or dict."""
     from pathlib import Path
 
+    from rubrics.input_files import looks_like_path
+
     if isinstance(src, dict):
         return src, SourceMap(), [], "<dict>"
-    if isinstance(src, Path) or (isinstance(src, str) and _looks_like_path(src)):
+    if isinstance(src, Path) or (isinstance(src, str) and looks_like_path(src, (".yaml", ".yml"), yaml=True)):
         from rubrics.input_files import read_input_file
 
         path = Path(src)
@@ -42,14 +44,6 @@ def _not_utf8(raw: bytes, exc: UnicodeDecodeError) -> Problem:
     col = len(raw[line_start:exc.start].decode("utf-8", errors="replace")) + 1
     message = f"cannot read the file: byte 0x{raw[exc.start]:02x} is not UTF-8 ({exc.reason}); save the file as UTF-8"
     return Problem("", line, col, ERROR, message, "io-error")
-
-
-def _looks_like_path(text: str) -> bool:
-    from pathlib import Path
-
-    if "\n" in text or ": " in text or text.strip() != text or not text:
-        return False
-    return text.endswith((".yaml", ".yml")) or Path(text).is_file()
 
 
 def analyze_rubric(src):

@@ -6,6 +6,7 @@ data ourselves, recording each node's position under its field path. Everything 
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import yaml
@@ -117,6 +118,19 @@ class SourceMap:
             if not path:
                 return (0, 0)
             path = path[:-1]
+
+    def locate_loc(self, loc: Sequence[str | int]) -> tuple[int, int]:
+        """`locate(..., at_key=True)` for a path into the data as another loader read it, such as a pydantic
+        error's loc: a mapping key matches the key as written here (1 matches `1:`), an int a list index first."""
+        path: tuple = ()
+        for part in loc:
+            if isinstance(part, int) and path + (part,) in self.values:
+                path += (part,)
+            elif path + (str(part),) in self.values:
+                path += (str(part),)
+            else:
+                break
+        return self.locate(path, at_key=True)
 
     def problem(self, path: tuple, message: str, code: str, severity: str = ERROR,
                 at_key: bool = False) -> Problem:

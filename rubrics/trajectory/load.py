@@ -15,6 +15,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from rubrics.input_files import looks_like_path
 from rubrics.trajectory.json_text import JSONTextError, TextLine, decode_utf8, text_lines, top_level_array_spans
 from rubrics.trajectory.json_text import loads as _loads_json
 from rubrics.trajectory.format import Trajectory, TrajectoryError, TrajectoryLoadError
@@ -299,7 +300,7 @@ def load_trajectory(src: str | Path | dict | list | Trajectory) -> Trajectory:
             raise TrajectoryError(f"<trajectory>: {problem.message}") from None
     if not isinstance(src, str | Path):
         raise TrajectoryError(f"cannot load a trajectory from {type(src).__name__}")
-    if isinstance(src, str) and src.lstrip()[:1] in ("{", "[") and not _is_file(src):
+    if isinstance(src, str) and src.lstrip()[:1] in ("{", "[") and not looks_like_path(src):
         return _load_one(src, "<text>", 1, None)
     entries = list(iter_trajectory_file(src))
     if len(entries) != 1:
@@ -307,13 +308,6 @@ def load_trajectory(src: str | Path | dict | list | Trajectory) -> Trajectory:
     if isinstance(entries[0], TrajectoryLoadError):
         raise entries[0]
     return entries[0]
-
-
-def _is_file(text: str) -> bool:
-    try:
-        return len(text) < 4096 and Path(text).is_file()
-    except (OSError, ValueError):
-        return False
 
 
 TRAJECTORY_FILE_SUFFIXES = (".json", ".jsonl", ".ndjson", ".eval", ".traj")
@@ -325,4 +319,4 @@ def is_trajectory_file(src: Any) -> bool:
     if isinstance(src, Path):
         return True
     return (isinstance(src, str) and src.endswith(TRAJECTORY_FILE_SUFFIXES) and "\n" not in src
-            and _is_file(src))
+            and looks_like_path(src))

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rubrics.delivery.pass_rates.estimators import pass_at_k, pass_hat_k
-from rubrics.delivery.pass_rates.label_tasks import calibrate, label_for
+from rubrics.delivery.pass_rates.label_tasks import label_for, label_tasks
 from rubrics.delivery.runs.graded_results import read_results
 
 SCHEMA = json.loads((Path(__file__).resolve().parents[2] / "schemas" / "calibration.schema.json").read_text())
@@ -75,20 +75,20 @@ def test_labels_follow_pass_rate():
         assert label_for(rate) == "keep"
 
 
-def _calibrate(tmp_path, per_task, lines=(), **kwargs):
+def _label_tasks(tmp_path, per_task, lines=(), **kwargs):
     path = write_results(tmp_path / "results.jsonl", per_task)
     if lines:
         with path.open("a") as handle:
             handle.write("\n".join(lines) + "\n")
     categories = {t: "bugs" for t in per_task}
     categories.update(kwargs.pop("extra_tasks", {}))
-    report = calibrate(read_results(path), categories, **kwargs)
+    report = label_tasks(read_results(path), categories, **kwargs)
     jsonschema.Draft202012Validator(SCHEMA).validate(json.loads(report.model_dump_json()))
     return {t.task_id: t for t in report.tasks}, report
 
 
 def test_labels_on_constructed_pass_rates(tmp_path):
-    tasks, report = _calibrate(tmp_path, {"never": [0.0] * 16, "always": [1.0] * 16, "half": [1.0, 0.0] * 8},
+    tasks, report = _label_tasks(tmp_path, {"never": [0.0] * 16, "always": [1.0] * 16, "half": [1.0, 0.0] * 8},
                                attempts_requested=16)
     assert (tasks["never"].label, tasks["always"].label, tasks["half"].label) == ("inspect", "drop", "keep")
     half = tasks["half"]
@@ -100,14 +100,14 @@ def test_labels_on_constructed_pass_rates(tmp_path):
 
 
 def test_pass_threshold_decides_success_for_partial_scores(tmp_path):
-    tasks, _ = _calibrate(tmp_path, {"t": [0.5, 0.75, 1.0, 0.25]}, attempts_requested=4, pass_threshold=0.75)
+    tasks, _ = _label_tasks(tmp_path, {"t": [0.5, 0.75, 1.0, 0.25]}, attempts_requested=4, pass_threshold=0.75)
     assert tasks["t"].successes == 2
-    tasks, _ = _calibrate(tmp_path, {"t": [0.5, 0.75, 1.0, 0.25]}, attempts_requested=4)
+    tasks, _ = _label_tasks(tmp_path, {"t": [0.5, 0.75, 1.0, 0.25]}, attempts_requested=4)
     assert tasks["t"].successes == 1 and tasks["t"].score_mean == 0.625
 
 
 def test_regrade_disagreement_flags_flaky_and_counts_the_attempt_once(tmp_path):
-    tasks, _ = _calibrate(tmp_path, {"t": [1.0, 0.0, 1.0, 0.0]}, [result_line("t", "t/attempt-01", 0.0)],
+    tasks, _ = _label_tasks(tmp_path, {"t": [1.0, 0.0, 1.0, 0.0]}, [result_line("t", "t/attempt-01", 0.0)],
                           attempts_requested=4)
     t = tasks["t"]
     assert t.flaky and [f.code for f in t.flags] == ["flaky-regrade"]
@@ -116,13 +116,13 @@ def test_regrade_disagreement_flags_flaky_and_counts_the_attempt_once(tmp_path):
 
 
 def test_identical_regrade_is_not_flaky(tmp_path):
-    tasks, _ = _calibrate(tmp_path, {"t": [1.0, 0.0]}, [result_line("t", "t/attempt-01", 1.0)], attempts_requested=2)
+    tasks, _ = _label_tasks(tmp_path, {"t": [1.0, 0.0]}, [result_line("t", "t/attempt-01", 1.0)], attempts_requested=2)
     assert not tasks["t"].flaky and tasks["t"].attempts == 2
 
 
 @pytest.mark.parametrize("reference_id", ["t/reference", "t:reference", "reference", "t-REFERENCE"])
 def test_failing_reference_flags_flaky_and_is_not_an_attempt(tmp_path, reference_id):
-    tasks, _ = _calibrate(tmp_path, {"t": [1.0, 0.0]}, [result_line("t", reference_id, 0.0)], attempts_requested=2)
+    tasks, _ = _label_tasks(tmp_path, {"t": [1.0, 0.0]}, [result_line("t", reference_id, 0.0)], attempts_requested=2)
     t = tasks["t"]
     assert t.reference == "failed" and t.flaky and t.attempts == 2
     assert [f.code for f in t.flags] == ["reference-fails"]
@@ -130,14 +130,14 @@ def test_failing_reference_flags_flaky_and_is_not_an_attempt(tmp_path, reference
 
 def test_passing_reference_and_lookalike_ids(tmp_path):
     lines = [result_line("t", "t/reference", 1.0), result_line("t", "t/nonreference", 0.0)]
-    tasks, _ = _calibrate(tmp_path, {"t": [1.0]}, lines, attempts_requested=2)
+    tasks, _ = _label_tasks(tmp_path, {"t": [1.0]}, lines, attempts_requested=2)
     # "nonreference" does not end in a separator + "reference": it is an ordinary attempt
     assert tasks["t"].reference == "passed" and tasks["t"].attempts == 2 and not tasks["t"].flaky
 
 
 def test_too_few_attempts_incomplete_and_missing_tasks(tmp_path):
     lines = [result_line("t", "t/attempt-09", 0.0, complete=False)]
-    tasks, report = _calibrate(tmp_path, {"t": [1.0, 0.0, 1.0]}, lines, attempts_requested=16,
+    tasks, report = _label_tasks(tmp_path, {"t": [1.0, 0.0, 1.0]}, lines, attempts_requested=16,
                                extra_tasks={"silent": "bugs"})
     assert [f.code for f in tasks["t"].flags] == ["incomplete-results", "too-few-attempts"]
     assert tasks["t"].attempts == 3 and tasks["t"].pass_at_k is None   # k = 8 > 3 attempts
@@ -160,13 +160,13 @@ def test_bad_lines_are_reported_and_skipped(tmp_path):
     results = read_results(path, "results.jsonl")
     assert [p.split(":")[1] for p in results.problems] == ["2", "3", "4", "5"]
     assert "score" in results.problems[2]
-    report = calibrate(results, {"t": "bugs"}, attempts_requested=1)
+    report = label_tasks(results, {"t": "bugs"}, attempts_requested=1)
     assert report.tasks[0].attempts == 1 and report.unknown_tasks == ["other"]
     assert len(report.problems) == 4
 
 
 def test_k_defaults_to_half_the_attempts_and_is_bounded(tmp_path):
-    _, report = _calibrate(tmp_path, {"t": [1.0] * 4}, attempts_requested=4)
+    _, report = _label_tasks(tmp_path, {"t": [1.0] * 4}, attempts_requested=4)
     assert report.k == 2
     with pytest.raises(ValueError):
-        _calibrate(tmp_path, {"t": [1.0] * 4}, attempts_requested=4, k=5)
+        _label_tasks(tmp_path, {"t": [1.0] * 4}, attempts_requested=4, k=5)

@@ -194,12 +194,12 @@ def test_the_openai_judge_checks_the_served_models_name(tmp_path):
 def test_score_without_a_judge_uses_the_rubrics_calibration(tmp_path):
     from rubrics.rubric.compiler import compile_rubric
     from rubrics.rubric.load import load_rubric
-    from rubrics.grading.scoring import resolve_judge
+    from rubrics.grading.scoring import JudgeChoice
 
     write(tmp_path / "c.json", content())
     source = REFUNDS_RUBRIC.read_text().replace("judge:\n", "judge:\n  calibration: c.json\n", 1)
     plan = compile_rubric(load_rubric(write(tmp_path / "rubric.yaml", source)))
-    judge = resolve_judge(None, plan)   # builds the judge, loads no model
+    judge = JudgeChoice(None)(plan)   # builds the judge score() builds, loads no model
     assert judge.calibration_file.path == str(tmp_path / "c.json")
     assert judge.methods.named("statement").calibration == Calibration(0.9, 1.5)
 

@@ -41,7 +41,7 @@ def test_each_missing_file_is_an_error_naming_it(delivery, name):
     found = errors(delivery)
     assert [p.code for p in found] == ["missing-file"]
     assert found[0].path.endswith(f"tasks/task-1/{name}")
-    assert found[0].format().startswith(str(delivery / "tasks" / "task-1" / name) + ": missing")
+    assert found[0].format_at_path().startswith(str(delivery / "tasks" / "task-1" / name) + ": missing")
 
 
 def test_missing_tests_folder(delivery):
@@ -55,7 +55,7 @@ def test_task_yaml_schema_errors_name_line_column_and_field(delivery):
     (delivery / "tasks" / "task-1" / "task.yaml").write_text(
         "instruction: Fix it.\nrepo: pkg\ncommit: a91c3e2\ntools: [bash]\nmax_steps: 0\n"
         "metadata:\n  category: bugs\n  difficulty: extreme\nshown_to_model: yes\n")
-    found = {p.format().split(str(delivery) + "/", 1)[1] for p in errors(delivery)}
+    found = {p.format_at_path().split(str(delivery) + "/", 1)[1] for p in errors(delivery)}
     assert any(f.startswith("tasks/task-1/task.yaml:5:1: max_steps:") for f in found)
     assert any(f.startswith("tasks/task-1/task.yaml:8:3: metadata.difficulty:") for f in found)
     assert any(f.startswith("tasks/task-1/task.yaml:9:1: shown_to_model:") for f in found)

@@ -6,7 +6,7 @@ from pathlib import Path
 import jsonschema
 from delivery_factory import make_task, write_results
 
-from rubrics.delivery.pass_rates.label_tasks import calibrate
+from rubrics.delivery.pass_rates.label_tasks import label_tasks
 from rubrics.delivery.tasks.catalog import load_catalog
 from rubrics.delivery.report.chart_svg import BINS, ChartTask, bin_index, pass_rate_svg
 from rubrics.delivery.runs.graded_results import read_results
@@ -26,7 +26,7 @@ def _small_delivery(tmp_path):
     make_task(root / "tasks" / "mid-1", instruction="Handle empty input in the CSV reader.", metadata={"category": "text"})
     write_results(root / "results.jsonl", {"easy-1": [1.0] * 4, "hard-1": [0.0] * 4, "mid-1": [1.0, 0.0, 0.0, 1.0]})
     _, specs, _ = load_catalog(root)
-    report = calibrate(read_results(root / "results.jsonl"), {t: s.metadata.category for t, s in specs.items()},
+    report = label_tasks(read_results(root / "results.jsonl"), {t: s.metadata.category for t, s in specs.items()},
                        attempts_requested=4)
     (root / "calibration.json").write_text(report.model_dump_json(indent=2))
     write_plan(plan_split(specs, 0.34, seed=1), root / "split.json")

@@ -129,11 +129,11 @@ def test_no_examples_wrapper_strips_few_shot_examples():
 
 
 def test_judge_eval_command_prints_agreement(monkeypatch, capsys):
-    from rubrics.cli import judge_eval as command
     from rubrics.cli.main import main
+    from rubrics.judges import factory
 
     labels = je.load_labels(INVOICE_LABELS)
-    monkeypatch.setattr(command, "build_judge", lambda args, method, **options: oracle_for(labels))
+    monkeypatch.setattr(factory, "build_judge", lambda spec: oracle_for(labels))
     assert main(["judge-eval", str(INVOICE_LABELS), "--rubric", str(INVOICE_RUBRIC), "--fit-thresholds",
                  "--format", "json"]) == 0
     out = json.loads(capsys.readouterr().out)
@@ -166,7 +166,8 @@ def test_fit_calibration_fits_any_methods_calibration_on_identity_judgments(monk
         built.update(options)
         return oracle_for(labels)
 
-    monkeypatch.setattr(extras, "make_embedded_judge", fake_embedded)
+    monkeypatch.setattr(extras, "require_engine", lambda: None)
+    monkeypatch.setattr(extras, "import_judge_class", lambda module, name: fake_embedded)
     assert main(["judge-eval", str(INVOICE_LABELS), "--rubric", str(INVOICE_RUBRIC), "--method", method,
                  "--fit-calibration", "--format", "json"]) == 0
     assert built == {"method": method, "calibrations": {method: IDENTITY}}

@@ -1,5 +1,5 @@
 """`rubric model list` and `rubric model pull [NAME]`, in-process with judge_engine's pull replaced (the real pulls
-run in tests/judge_engine/test_catalog.py and tests/test_model_cli.py)."""
+run in tests/judge_engine/test_catalog.py)."""
 from __future__ import annotations
 
 import json

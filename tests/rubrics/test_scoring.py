@@ -144,9 +144,9 @@ def test_progress_is_reported():
 
 
 def test_deterministic_rubric_never_builds_a_judge(monkeypatch):
-    import rubrics.judges.extras as extras
+    import rubrics.judges.factory as factory
 
-    monkeypatch.setattr(extras, "make_embedded_judge", lambda **kw: pytest.fail("judge built"))
+    monkeypatch.setattr(factory, "build_judge", lambda spec: pytest.fail("judge built"))
     text = RUBRIC.split("gates:")[0] + "criteria:\n  - {id: c, points: 1, contains: {text: x}}\n"
     result = rubrics.score(trajectory("x"), text)   # judge=None would mean the embedded judge
     assert result.score == 1.0 and result.judge is None

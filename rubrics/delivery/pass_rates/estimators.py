@@ -4,7 +4,7 @@ pass@k: the chance that at least one of k attempts succeeds, 1 - C(n-c, k) / C(n
 2021, "Evaluating Large Language Models Trained on Code"). pass^k: the chance that all k attempts
 succeed, C(c, k) / C(n, k) (Yao et al., 2024, tau-bench). Both are computed as products of ratios
 near 1 instead of ratios of binomials, which overflow floats from n around 1030 and lose digits
-well before. `calibrate` (re-exported below) turns a results file into per-task labels.
+well before. label_tasks.py turns a results file into per-task labels with them.
 """
 from __future__ import annotations
 
@@ -54,11 +54,3 @@ def pass_hat_k(n: int, c: int, k: int) -> float:
         all_pass *= (c - i) / (n - i)
     return all_pass
 
-
-def __getattr__(name: str):
-    # calibrate pulls in pydantic models; the estimators stay importable on their own.
-    if name == "calibrate":
-        from rubrics.delivery.pass_rates.label_tasks import calibrate
-
-        return calibrate
-    raise AttributeError(name)

@@ -1,4 +1,4 @@
-"""Per-task calibration: how often a current model solves each task, and what to do with it.
+"""Per-task pass rates: how often a current model solves each task, and what to do with it.
 
 From the seed notes: run a current model n times on each task; 0% -> inspect (too hard, or broken),
 100% -> drop (already solved, nothing to learn), anything between -> keep (learning signal).
@@ -11,12 +11,12 @@ from collections import defaultdict
 from rubrics.delivery.pass_rates.estimators import pass_at_k, pass_hat_k
 from rubrics.delivery.pass_rates.records import (
     FLAKY_CODES,
-    CalibrationReport,
     Flag,
     Provenance,
     Label,
     LabelCounts,
-    TaskCalibration,
+    PassRates,
+    TaskPassRate,
 )
 from rubrics.delivery.runs.graded_results import GradedAttempt, ResultsFile
 
@@ -31,7 +31,7 @@ def label_for(pass_rate: float | None) -> Label:
     return "keep"
 
 
-def calibrate(
+def label_tasks(
     results: ResultsFile,
     categories: dict[str, str | None],
     *,
@@ -39,8 +39,8 @@ def calibrate(
     k: int | None = None,
     pass_threshold: float = 1.0,
     results_name: str = "results.jsonl",
-) -> CalibrationReport:
-    """One TaskCalibration per task in `categories` (task id -> category), in task id order.
+) -> PassRates:
+    """One TaskPassRate per task in `categories` (task id -> category), in task id order.
 
     k defaults to attempts_requested // 2 (at least 1): pass@n from n attempts only says "solved once".
     """
@@ -56,7 +56,7 @@ def calibrate(
         _task(task_id, category, by_task.get(task_id, []), attempts_requested, k, pass_threshold)
         for task_id, category in sorted(categories.items())
     ]
-    return CalibrationReport(
+    return PassRates(
         results_file=results_name,
         attempts_requested=attempts_requested,
         k=k,
@@ -81,7 +81,7 @@ def provenance(attempts: list[GradedAttempt]) -> Provenance:
 
 def _task(
     task_id: str, category: str | None, graded: list[GradedAttempt], requested: int, k: int, threshold: float
-) -> TaskCalibration:
+) -> TaskPassRate:
     flags: list[Flag] = []
     runs = [g for g in graded if not g.is_reference]
     incomplete = [g for g in runs if not g.complete]
@@ -97,7 +97,7 @@ def _task(
     if n < requested:
         flags.append(Flag(code="too-few-attempts", message=f"{n} of {requested} attempts"))
     rate = c / n if n else None
-    return TaskCalibration(
+    return TaskPassRate(
         task_id=task_id,
         category=category,
         attempts=n,
@@ -140,7 +140,7 @@ def _reference_status(references: list[GradedAttempt], threshold: float, flags: 
     return "passed"
 
 
-def _counts(tasks: list[TaskCalibration]) -> LabelCounts:
+def _counts(tasks: list[TaskPassRate]) -> LabelCounts:
     return LabelCounts(
         keep=sum(t.label == "keep" for t in tasks),
         drop=sum(t.label == "drop" for t in tasks),

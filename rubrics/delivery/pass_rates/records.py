@@ -17,8 +17,8 @@ class Flag(BaseModel):
     message: str
 
 
-class TaskCalibration(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class TaskPassRate(BaseModel):
+    model_config = ConfigDict(extra="forbid", title="TaskCalibration")   # its name in calibration.schema.json
 
     task_id: str
     category: str | None = Field(description="metadata.category; null when task.yaml is unreadable.")
@@ -58,7 +58,7 @@ class Provenance(BaseModel):
     grade_scripts: int = Field(ge=0, description="Distinct grade.sh digests among tasks run lines.")
 
 
-class CalibrationReport(BaseModel):
+class PassRates(BaseModel):
     model_config = ConfigDict(extra="forbid", title="Calibration")
 
     version: Literal[1] = 1
@@ -67,7 +67,7 @@ class CalibrationReport(BaseModel):
     k: int = Field(ge=1)
     pass_threshold: float = Field(ge=0, le=1)
     summary: LabelCounts
-    tasks: list[TaskCalibration]
+    tasks: list[TaskPassRate]
     unknown_tasks: list[str] = Field(description="task_ids in the results that are not in the delivery.")
     problems: list[str] = Field(description="file:line: message, for result lines that were skipped.")
     provenance: Provenance

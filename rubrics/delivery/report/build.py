@@ -5,16 +5,16 @@ import statistics
 from collections import Counter
 from dataclasses import dataclass
 
-from rubrics.delivery.pass_rates.records import CalibrationReport, TaskCalibration
+from rubrics.delivery.pass_rates.records import PassRates, TaskPassRate
 from rubrics.delivery.pass_rates.intervals import wilson
 from rubrics.delivery.tasks.layout import DeliveryFolder
-from rubrics.delivery.problems import Problem
+from rubrics.rubric.problems import Problem
 from rubrics.delivery.report.records import (
-    CalibrationSettings,
     CategoryBaseline,
     CategoryMix,
     DeliveryReport,
     Decision,
+    PassRateSettings,
     RemovedTask,
     SplitCounts,
     SplitSummary,
@@ -32,7 +32,7 @@ CHART_FILE = "pass-rates.svg"
 class ReportInputs:
     delivery: DeliveryFolder
     specs: dict[str, TaskSpec]
-    calibration: CalibrationReport | None
+    pass_rates: PassRates | None   # calibration.json
     plan: SplitPlan | None
     check_errors: dict[str, list[Problem]]   # task id -> folder-check errors
     validation: ValidationReport | None = None
@@ -41,35 +41,35 @@ class ReportInputs:
 
 def build_report(inputs: ReportInputs) -> DeliveryReport:
     specs = inputs.specs
-    calibrated = {t.task_id: t for t in inputs.calibration.tasks} if inputs.calibration else {}
+    rated = {t.task_id: t for t in inputs.pass_rates.tasks} if inputs.pass_rates else {}
     removed = removed_tasks(inputs)
     removed_ids = {r.task_id for r in removed}
-    to_inspect = _to_inspect(calibrated, removed_ids)
+    to_inspect = _to_inspect(rated, removed_ids)
     inspect_ids = {r.task_id for r in to_inspect}
     if inputs.plan is not None:
         heldout = set(inputs.plan.heldout)
     else:
         heldout = {ref.id for ref in inputs.delivery.heldout}
     flags = _extra_flags(inputs)
-    rows = [_row(task_id, specs[task_id], calibrated.get(task_id), "heldout" if task_id in heldout else "tasks",
+    rows = [_row(task_id, specs[task_id], rated.get(task_id), "heldout" if task_id in heldout else "tasks",
                  flags.get(task_id, []), _decision(task_id, removed_ids, inspect_ids)) for task_id in sorted(specs)]
     settings = None
-    if inputs.calibration is not None:
-        c = inputs.calibration
-        settings = CalibrationSettings(results_file=c.results_file, attempts_requested=c.attempts_requested,
-                                       k=c.k, pass_threshold=c.pass_threshold)
+    if inputs.pass_rates is not None:
+        c = inputs.pass_rates
+        settings = PassRateSettings(results_file=c.results_file, attempts_requested=c.attempts_requested,
+                                    k=c.k, pass_threshold=c.pass_threshold)
     return DeliveryReport(
         total_tasks=len(specs),
         layout=inputs.delivery,
         category_mix=_mix(specs),
-        baseline=_baseline(specs, calibrated, removed_ids) if calibrated else [],
+        baseline=_baseline(specs, rated, removed_ids) if rated else [],
         calibration=settings,
         tasks=rows,
         removed=removed,
         to_inspect=to_inspect,
         split=_split_summary(inputs.plan, specs, removed_ids) if inputs.plan else None,
-        chart=CHART_FILE if calibrated else None,
-        provenance=inputs.calibration.provenance if inputs.calibration else None,
+        chart=CHART_FILE if rated else None,
+        provenance=inputs.pass_rates.provenance if inputs.pass_rates else None,
         validated=inputs.validation is not None,
     )
 
@@ -92,7 +92,7 @@ def _extra_flags(inputs: ReportInputs) -> dict[str, list[str]]:
     return flags
 
 
-def _row(task_id: str, spec: TaskSpec, cal: TaskCalibration | None, side: str, extra_flags: list[str],
+def _row(task_id: str, spec: TaskSpec, cal: TaskPassRate | None, side: str, extra_flags: list[str],
          decision: Decision) -> TaskRow:
     flags = ([f.code for f in cal.flags] if cal else []) + extra_flags
     interval = wilson(cal.successes, cal.attempts) if cal else None
@@ -120,18 +120,18 @@ def _mix(specs: dict[str, TaskSpec]) -> list[CategoryMix]:
     ]
 
 
-def _baseline(specs: dict[str, TaskSpec], calibrated: dict[str, TaskCalibration],
+def _baseline(specs: dict[str, TaskSpec], rated: dict[str, TaskPassRate],
               removed: set[str]) -> list[CategoryBaseline]:
     categories = sorted({s.metadata.category for s in specs.values()})
-    rows = [_baseline_row(c, [t for t in sorted(specs) if specs[t].metadata.category == c], calibrated, removed)
+    rows = [_baseline_row(c, [t for t in sorted(specs) if specs[t].metadata.category == c], rated, removed)
             for c in categories]
-    rows.append(_baseline_row("all", sorted(specs), calibrated, removed))
+    rows.append(_baseline_row("all", sorted(specs), rated, removed))
     return rows
 
 
-def _baseline_row(category: str, task_ids: list[str], calibrated: dict[str, TaskCalibration],
+def _baseline_row(category: str, task_ids: list[str], rated: dict[str, TaskPassRate],
                   removed: set[str]) -> CategoryBaseline:
-    cals = [calibrated[t] for t in task_ids if t in calibrated]
+    cals = [rated[t] for t in task_ids if t in rated]
     scored = [c for c in cals if c.pass_at_1 is not None]
     shipped = [c for c in scored if c.task_id not in removed]
     return CategoryBaseline(
@@ -146,8 +146,8 @@ def _baseline_row(category: str, task_ids: list[str], calibrated: dict[str, Task
 
 
 def removed_tasks(inputs: ReportInputs) -> list[RemovedTask]:
-    """Every task not to ship, with each reason: calibration, folder check, validation, a person."""
-    calibrated = {t.task_id: t for t in inputs.calibration.tasks} if inputs.calibration else {}
+    """Every task not to ship, with each reason: its pass rate, folder check, validation, a person."""
+    rated = {t.task_id: t for t in inputs.pass_rates.tasks} if inputs.pass_rates else {}
     check_errors = inputs.check_errors
     invalid = {t.task_id: t.reasons for t in inputs.validation.tasks if t.verdict == "invalid"} \
         if inputs.validation else {}
@@ -155,7 +155,7 @@ def removed_tasks(inputs: ReportInputs) -> list[RemovedTask]:
     removed = []
     for task_id in sorted(inputs.specs):
         reasons = []
-        cal = calibrated.get(task_id)
+        cal = rated.get(task_id)
         if cal is not None and cal.label == "drop":
             reasons.append(f"already solved: {cal.successes}/{cal.attempts} attempts pass")
         if cal is not None:
@@ -164,7 +164,7 @@ def removed_tasks(inputs: ReportInputs) -> list[RemovedTask]:
         if errors:
             first = errors[0]
             more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
-            reasons.append(f"fails tasks check: {first.format()}{more}")
+            reasons.append(f"fails tasks check: {first.format_at_path()}{more}")
         reasons += [f"fails validation: {reason}" for reason in invalid.get(task_id, [])]
         reasons += [f"removed by review: {reason.format()}" for reason in manual.get(task_id, [])]
         if reasons:
@@ -172,9 +172,9 @@ def removed_tasks(inputs: ReportInputs) -> list[RemovedTask]:
     return removed
 
 
-def _to_inspect(calibrated: dict[str, TaskCalibration], removed: set[str]) -> list[RemovedTask]:
+def _to_inspect(rated: dict[str, TaskPassRate], removed: set[str]) -> list[RemovedTask]:
     found = []
-    for task_id, cal in sorted(calibrated.items()):
+    for task_id, cal in sorted(rated.items()):
         if cal.label != "inspect" or task_id in removed:
             continue
         reason = "no graded attempts" if cal.attempts == 0 else f"never solved: 0/{cal.attempts} attempts pass"

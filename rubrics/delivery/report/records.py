@@ -59,7 +59,9 @@ class RemovedTask(_Strict):
     reasons: list[str] = Field(min_length=1)
 
 
-class CalibrationSettings(_Strict):
+class PassRateSettings(_Strict):
+    model_config = ConfigDict(extra="forbid", title="CalibrationSettings")   # its name in delivery_report.schema.json
+
     results_file: str
     attempts_requested: int = Field(ge=1)
     k: int = Field(ge=1)
@@ -96,7 +98,7 @@ class DeliveryReport(_Strict):
     layout: DeliveryFolder = Field(description="Where the task folders are now (the split may propose moves).")
     category_mix: list[CategoryMix]
     baseline: list[CategoryBaseline] = Field(description="Per category, then 'all'; empty without calibration.")
-    calibration: CalibrationSettings | None
+    calibration: PassRateSettings | None
     tasks: list[TaskRow]
     removed: list[RemovedTask] = Field(description="Tasks not to ship: already solved, flaky, failing the folder check "
                                                    "or validation, or removed by a person (removal.yaml).")

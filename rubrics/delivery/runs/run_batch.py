@@ -13,7 +13,8 @@ from rubrics.delivery.tasks.catalog import load_catalog
 from rubrics.delivery.runs.grade_attempt import GradedTask, grade_attempt, graded_task
 from rubrics.delivery.runs.job_pool import run_jobs
 from rubrics.delivery.runs.records import RunResult, TestTally, Timings
-from rubrics.delivery.sandbox.base import Runtime, Sandbox, make_sandbox
+from rubrics.delivery.sandbox import make_sandbox
+from rubrics.delivery.sandbox.base import Runtime, Sandbox
 from rubrics.delivery.sandbox.limits import SandboxLimits
 
 
@@ -33,7 +34,7 @@ class Batch:
 def load_graded_tasks(root: Path, settings: RunSettings) -> tuple[dict[str, GradedTask], list[str]]:
     """Test-graded tasks of the delivery by id; rubric-graded ones are named in the problems."""
     delivery, specs, catalog_problems = load_catalog(root)
-    problems = [p.format() for p in catalog_problems]
+    problems = [p.format_at_path() for p in catalog_problems]
     tasks: dict[str, GradedTask] = {}
     for ref in delivery.all_tasks():
         spec = specs.get(ref.id)

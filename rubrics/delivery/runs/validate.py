@@ -19,7 +19,8 @@ from rubrics.delivery.runs.grade_attempt import GradedTask, grade_attempt
 from rubrics.delivery.runs.job_pool import run_jobs
 from rubrics.delivery.runs.run_batch import RunSettings, guarded, load_graded_tasks
 from rubrics.delivery.runs.records import RunResult
-from rubrics.delivery.sandbox.base import Sandbox, make_sandbox
+from rubrics.delivery.sandbox import make_sandbox
+from rubrics.delivery.sandbox.base import Sandbox
 from rubrics.delivery.sandbox.shadow_probe import PLANTED, plant_forge
 from rubrics.delivery.runs.validation_records import RunCheck, TaskValidation, ValidationReport
 

@@ -62,18 +62,6 @@ def environment() -> dict[str, str]:
             "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONSAFEPATH": "1", "PYTHONNOUSERSITE": "1"}
 
 
-def make_sandbox(runtime: Runtime) -> Sandbox:
-    if runtime == "bwrap":
-        from rubrics.delivery.sandbox.bwrap import BwrapSandbox
-
-        return BwrapSandbox()
-    if runtime == "docker":
-        from rubrics.delivery.sandbox.docker import DockerSandbox
-
-        return DockerSandbox()
-    raise ValueError(f"unknown runtime {runtime!r} (bwrap or docker)")
-
-
 def parse_status(line: str | None) -> tuple[int | None, int | None]:
     """The trampoline's 'exit_code left_processes' line; (None, None) when it never wrote one."""
     if not line:

@@ -5,7 +5,7 @@ slot (SANDBOX_UID_BASE + slot), which makes the process limit (RLIMIT_NPROC) hol
 does not apply it to root, nor in a user namespace that root created. Unprivileged, bwrap makes a
 user namespace and the limit counts the caller's own processes too, so it is raised by their number.
 
-The whole tree runs in a cgroup capped at the memory limit where one can be made (sandbox_cgroup);
+The whole tree runs in a cgroup capped at the memory limit where one can be made (cgroup.py);
 /tmp is a tmpfs of `tmp_mb`; no process inside may make a user namespace (bwrap's --disable-userns
 unprivileged, a seccomp filter as root, where bwrap makes none to disable).
 """

@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rubrics.delivery.tasks.layout import DeliveryFolder, discover
-from rubrics.delivery.problems import Problem
+from rubrics.rubric.problems import Problem
 from rubrics.delivery.tasks.task import TASK_FILE, TaskSpec, load_task_spec
 
 
@@ -17,14 +17,14 @@ def load_catalog(root: Path) -> tuple[DeliveryFolder, dict[str, TaskSpec], list[
         path = root / ref.path / TASK_FILE
         shown = str(root / ref.path / TASK_FILE) if ref.path != "." else str(root / TASK_FILE)
         if not path.is_file():
-            problems.append(Problem(shown, "missing", "missing-file"))
+            problems.append(Problem.about(shown, "missing", "missing-file"))
             continue
         spec, found = load_task_spec(path, shown)
         problems.extend(found)
         if spec is not None:
             if ref.id in specs:
-                problems.append(Problem(shown, f"task id {ref.id!r} appears twice", "duplicate-id"))
+                problems.append(Problem.about(shown, f"task id {ref.id!r} appears twice", "duplicate-id"))
             specs[ref.id] = spec
     if not delivery.all_tasks():
-        problems.append(Problem(str(root), "no task folders found (expected tasks/*/, heldout/*/ or */)", "no-tasks"))
+        problems.append(Problem.about(str(root), "no task folders found (expected tasks/*/, heldout/*/ or */)", "no-tasks"))
     return delivery, specs, problems

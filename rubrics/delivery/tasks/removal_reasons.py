@@ -13,7 +13,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from rubrics.delivery.problems import Problem
+from rubrics.rubric.problems import Problem
 
 REMOVAL_FILE = "removal.yaml"
 
@@ -43,8 +43,8 @@ def read_removal(folder: Path, shown: str) -> tuple[list[ManualReason], list[Pro
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
         return ManualRemoval.model_validate(data).reasons, []
     except (yaml.YAMLError, UnicodeDecodeError, OSError) as exc:
-        return [], [Problem(shown, f"unreadable: {exc}", "removal-invalid")]
+        return [], [Problem.about(shown, f"unreadable: {exc}", "removal-invalid")]
     except ValidationError as exc:
         first = exc.errors()[0]
         field = ".".join(str(p) for p in first["loc"]) or "(document)"
-        return [], [Problem(shown, f"{field}: {first['msg']}", "removal-invalid")]
+        return [], [Problem.about(shown, f"{field}: {first['msg']}", "removal-invalid")]

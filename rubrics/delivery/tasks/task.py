@@ -7,8 +7,8 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from rubrics.delivery.problems import Problem
-from rubrics.delivery.yaml_positions import compose, locate
+from rubrics.rubric.problems import Problem
+from rubrics.rubric.source_map import parse_yaml
 
 TASK_FILE = "task.yaml"
 
@@ -52,23 +52,23 @@ def load_task_spec(path: Path, shown_as: str) -> tuple[TaskSpec | None, list[Pro
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        return None, [Problem(shown_as, f"cannot read: {exc}", "task-unreadable")]
+        return None, [Problem.about(shown_as, f"cannot read: {exc}", "task-unreadable")]
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
         reason = getattr(exc, "problem", None) or str(exc)
-        return None, [Problem(shown_as, f"invalid YAML: {reason}", "task-yaml", line=line, column=col)]
+        return None, [Problem.about(shown_as, f"invalid YAML: {reason}", "task-yaml", line=line, col=col)]
     if not isinstance(data, dict):
-        return None, [Problem(shown_as, "must be a mapping of fields", "task-schema", line=1, column=1)]
+        return None, [Problem.about(shown_as, "must be a mapping of fields", "task-schema", line=1, col=1)]
     try:
         return TaskSpec.model_validate(data), []
     except ValidationError as exc:
-        root = compose(text)
+        _, where, _ = parse_yaml(text)   # pydantic says where a field is in the data; this, where it is in the file
         problems = []
         for err in exc.errors():
             field = ".".join(str(part) for part in err["loc"]) or "(document)"
-            line, col = locate(root, err["loc"])
-            problems.append(Problem(shown_as, f"{field}: {err['msg']}", "task-schema", line=line, column=col))
+            line, col = where.locate_loc(err["loc"]) if where.values else (1, 1)
+            problems.append(Problem.about(shown_as, f"{field}: {err['msg']}", "task-schema", line=line, col=col))
         return None, problems

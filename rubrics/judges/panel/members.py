@@ -1,5 +1,5 @@
-"""Panel members named as text (`--panel-member`, a rubric's `judge: {panel: {members: [...]}}`), and the panel
-they make.
+"""Panel members named as text (`--panel-member`, a rubric's `judge: {panel: {members: [...]}}`); the panel they
+make is built by rubrics.judges.factory (JudgeSpec kind "panel").
 
     embedded             the embedded judge, with each item's method (or the default)
     embedded:METHOD      the embedded judge with METHOD on every item (a name in rubrics.judges.methods)
@@ -11,12 +11,9 @@ Every embedded member shares one EmbeddedJudge, so the panel's embedded members 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from rubrics.judges.methods import METHOD_NAMES
-from rubrics.judges.panel.judge import PanelJudge, PanelMember
 
 _OPENAI = re.compile(r"openai:(?P<url>https?://[^/:\s]+(?::\d+)?(?:/[^:\s]*)?)(?::(?P<model>\S+))?")
 MEMBER_FORMS = "embedded, embedded:METHOD or openai:URL:MODEL"
@@ -45,31 +42,3 @@ def parse_member(text: str) -> MemberSpec:
         return MemberSpec(text, "openai", base_url=match["url"], model=match["model"])
     raise ValueError(f"panel member {text!r}: expected {MEMBER_FORMS}")
 
-
-def build_panel(specs: Sequence[MemberSpec], combine: str = "mean_logit", *, embedded_model: str | None = None,
-                calibration: Any = None, cache: Any = None) -> PanelJudge:
-    """The panel of these members. embedded_model and calibration (a calibration file) go to the embedded judge;
-    cache (a VerdictCache) keeps every member's verdicts."""
-    from rubrics.judges.extras import import_judge_class, make_embedded_judge
-
-    embedded = None
-    members = []
-    for spec in specs:
-        if spec.kind == "embedded":
-            if embedded is None:
-                options = {"model": embedded_model} if embedded_model else {}
-                embedded = _cached(make_embedded_judge(**options, **({"calibration": calibration}
-                                                                     if calibration is not None else {})), cache)
-            members.append(PanelMember(embedded, spec.method, label=spec.text))
-        else:
-            judge = import_judge_class("openai", "OpenAIJudge")(base_url=spec.base_url, model=spec.model)
-            members.append(PanelMember(_cached(judge, cache), label=spec.text))
-    return PanelJudge(members, combine)  # type: ignore[arg-type]
-
-
-def _cached(judge: Any, cache: Any) -> Any:
-    if cache is None:
-        return judge
-    from rubrics.judges.cached import CachedJudge
-
-    return CachedJudge(judge, cache)
