@@ -84,7 +84,7 @@ def trajectory_schema() -> dict:
 
 
 def result_schema() -> dict:
-    from rubrics.grading.result import Result
+    from rubrics.result import Result
 
     schema = Result.model_json_schema(mode="serialization")
     return {"$schema": DIALECT, "$id": "https://agent-rubrics.dev/schemas/result.schema.json", **schema}

@@ -135,9 +135,11 @@ def differences(before: dict[str, dict], after: dict[str, dict]) -> list[str]:
         if before.get(key) == after.get(key):
             continue
         lines.append(f"--- changed: {key}")
-        old = json.dumps(before.get(key), indent=1, sort_keys=True).splitlines()
-        new = json.dumps(after.get(key), indent=1, sort_keys=True).splitlines()
-        lines += list(difflib.unified_diff(old, new, "before", "after", lineterm="", n=1))[:60]
+        old, new = before.get(key) or {}, after.get(key) or {}
+        for part in sorted(set(old) | set(new)):
+            if old.get(part) != new.get(part):
+                lines += list(difflib.unified_diff(str(old.get(part)).splitlines(), str(new.get(part)).splitlines(),
+                                                   f"before {part}", f"after {part}", lineterm="", n=0))[:60]
     return lines
 
 
@@ -151,6 +153,7 @@ def main(argv: list[str]) -> int:
         path.write_text(json.dumps(taken, indent=1, sort_keys=True) + "\n")
         print(f"recorded {len(taken)} outputs in {path}")
         return 0
+    path.with_name(path.stem + ".after.json").write_text(json.dumps(taken, indent=1, sort_keys=True) + "\n")
     changed = differences(json.loads(path.read_text()), taken)
     print("\n".join(changed) if changed else f"all {len(taken)} outputs as recorded in {path}")
     return 1 if changed else 0

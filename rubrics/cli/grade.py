@@ -217,7 +217,7 @@ def run(args) -> int:
 @dataclass
 class Graded:
     jobs: list       # rubrics.grading.jobs.Job, in result order
-    results: list    # rubrics.grading.result.Result
+    results: list    # rubrics.result.Result
     load_errors: list[str]
 
 

@@ -1,1 +1,1 @@
-"""Grading: jobs, the sync and async scoring paths, batching, datasets, expectations and results."""
+"""Grading: jobs, the sync and async scoring paths, dispatch to judges, batching, datasets and expectations."""

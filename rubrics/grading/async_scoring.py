@@ -18,7 +18,7 @@ from rubrics.rubric.compiler import Plan
 from rubrics.grading.expectation import Band
 from rubrics.grading.jobs import Job, PlanCache, make_jobs
 from rubrics.judges.protocol import Judge, Verdict
-from rubrics.grading.result import Result
+from rubrics.result import Result
 from rubrics.grading.scoring import JudgeChoice, Prepared, Reward, finish, prepare
 
 _PLANS = PlanCache()

@@ -19,7 +19,7 @@ from rubrics.grading.expectation import Band, Outcome, expected_score, hard_scor
 from rubrics.grading.jobs import Job, LoadFailure, Pair, PlanCache, RubricFailure, make_jobs
 from rubrics.judges.protocol import Judge, JudgeRequest, Verdict, call_judge
 from rubrics.judges.usage import JudgeUsage, total_usage
-from rubrics.grading.result import ItemResult, Result, TagScore
+from rubrics.result import ItemResult, Result, TagScore
 
 __all__ = ["LoadFailure", "Pair", "Prepared", "grade_jobs", "grade_plan", "score", "score_many"]
 

@@ -11,7 +11,7 @@ from typing import Any, Sequence, get_args
 
 from rubrics.judges.extras import MissingExtraError
 from rubrics.judges.protocol import Judge
-from rubrics.grading.result import OnError, Result
+from rubrics.result import OnError, Result
 
 INSTALL = "pip install 'agent-rubrics[{extra}]'"
 REWARDS = ("hard", "expected")

@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 from rubrics.integrations._grading import Grader, check_on_error, require, verdict_lines
 from rubrics.judges.protocol import Judge
-from rubrics.grading.result import OnError
+from rubrics.result import OnError
 
 require("inspect_ai", "inspect", "rubrics.integrations.inspect")
 from inspect_ai.scorer import Score, Scorer, Target, mean, scorer, stderr  # noqa: E402  (after the install hint)

@@ -20,7 +20,7 @@ from typing import Any, Callable
 from rubrics.integrations._grading import Grader, check_on_error, check_reward, require, rewards
 from rubrics.trajectory.json_text import dumps
 from rubrics.judges.protocol import Judge
-from rubrics.grading.result import OnError
+from rubrics.result import OnError
 
 require("numpy", "ray", "rubrics.integrations.ray")
 import numpy as np  # noqa: E402  (after the install hint)
@@ -49,21 +49,13 @@ def make_judge(judge: str | Callable[[], Judge] | None, model: str | None, base_
         return None
     if callable(judge):
         return judge()
-    if judge == "none":
-        from rubrics.judges.none import NoJudge
+    if judge not in JUDGE_KINDS:
+        raise ValueError(f"judge: expected one of {', '.join(JUDGE_KINDS)}, a judge factory or None; got {judge!r}")
+    if judge == "openai" and not base_url:
+        raise ValueError("judge='openai' needs base_url, e.g. http://judge-cluster:8000/v1")
+    from rubrics.judges.factory import JudgeSpec, build_judge
 
-        return NoJudge()
-    if judge == "openai":
-        if not base_url:
-            raise ValueError("judge='openai' needs base_url, e.g. http://judge-cluster:8000/v1")
-        import rubrics
-
-        return rubrics.OpenAIJudge(base_url=base_url, model=model, **judge_options)
-    if judge == "embedded":
-        import rubrics
-
-        return rubrics.EmbeddedJudge(model=model, **judge_options)
-    raise ValueError(f"judge: expected one of {', '.join(JUDGE_KINDS)}, a judge factory or None; got {judge!r}")
+    return build_judge(JudgeSpec(judge, model=model, base_url=base_url, options=judge_options))
 
 
 class RubricGrader:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from rubrics.trajectory.json_text import dumps
-from rubrics.grading.result import Result
+from rubrics.result import Result
 
 KEY = "reward"
 

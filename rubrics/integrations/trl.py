@@ -16,7 +16,7 @@ from typing import Any, Callable, Protocol
 
 from rubrics.integrations._grading import Grader, check_on_error, check_reward, rewards
 from rubrics.judges.protocol import Judge
-from rubrics.grading.result import OnError, Result
+from rubrics.result import OnError, Result
 
 # (prompt, completion, row) -> a trajectory (anything rubrics.load_trajectory takes); row: that completion's
 # dataset columns.
@@ -61,7 +61,7 @@ def rubric_reward(rubric: Any = None, *, rubric_column: str = "rubric", judge: J
     judge: the judge for judge items; None: the rubric's (its panel or calibration, else the embedded judge),
         built once on first use. A rubric with code checks only never builds one.
     on_error: what an incomplete result (an item not evaluated, a conversation that does not load) gives:
-        "raise" (the default) raises rubrics.grading.result.IncompleteResultError and stops the step; "nan" returns NaN,
+        "raise" (the default) raises rubrics.result.IncompleteResultError and stops the step; "nan" returns NaN,
         which TRL leaves out of that function's reward (as it does None); "zero" returns 0.0, a failed task.
     reward: "hard" (the score) or "expected" (the expected score over the judge's probabilities).
     name: the name TRL logs the reward under (`rewards/<name>/mean`, the completions table's column).

@@ -19,7 +19,7 @@ from typing import Any
 
 from rubrics.integrations._grading import Grader, check_on_error, check_reward, require
 from rubrics.judges.protocol import Judge
-from rubrics.grading.result import OnError, Result
+from rubrics.result import OnError, Result
 
 require("verifiers.v1", "verifiers", "rubrics.integrations.verifiers")
 from verifiers.v1.dialects.chat import message_to_wire  # noqa: E402  (after the install hint)

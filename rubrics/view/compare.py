@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict
 
 from rubrics.delivery.pass_rates.intervals import bootstrap_difference
 from rubrics.delivery.report.uplift import RESAMPLES, SEED
-from rubrics.grading.result import Result
+from rubrics.result import Result
 
 # Scores are ratios of small integers: a difference below this is float noise, not a change.
 SAME = 1e-9

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from rubrics.grading.result import Result
+from rubrics.result import Result
 from rubrics.view.trajectories import TrajectoryView
 
 _EMAIL_NUMBER = re.compile(r"(?:email|message) #(\d+)")

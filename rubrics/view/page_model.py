@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from rubrics.judges.usage import JudgeUsage, cost, total_usage
-from rubrics.grading.result import Result
+from rubrics.result import Result
 from rubrics.view.compare import Comparison
 from rubrics.view.judge_eval_file import JudgeEvalView
 from rubrics.view.results_file import LineProblem, ResultsFile

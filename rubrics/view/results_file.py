@@ -11,7 +11,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from rubrics.trajectory.json_text import JSONTextError, decode_utf8, loads, position, text_lines, top_level_array_spans
-from rubrics.grading.result import Result
+from rubrics.result import Result
 
 # A problem's message is shown on the page; a 10 MB bad line must not become a 10 MB message.
 MESSAGE_LIMIT = 500

@@ -12,7 +12,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from rubrics.rubric.compiler import DEFAULT_THRESHOLD
-from rubrics.grading.result import ItemResult
+from rubrics.result import ItemResult
 
 DEFAULT_BAND = (0.35, 0.65)
 _STATED = re.compile(r"\(threshold ([01](?:\.\d+)?)\)")

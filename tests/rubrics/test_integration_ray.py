@@ -98,7 +98,7 @@ def test_a_batch_in_either_format_gets_the_result_columns_and_incomplete_raises_
     out = RubricGrader(rubric_column="rubric")(batch)   # each row's own rubric; code checks only, so no judge
     assert out["rubric_score"].tolist() == [1.0, 0.0] and out["rubric_reward"].tolist() == [1.0, 0.0]
 
-    with pytest.raises(rubrics.grading.result.IncompleteResultError, match="'t1'"):
+    with pytest.raises(rubrics.result.IncompleteResultError, match="'t1'"):
         RubricGrader(RUBRIC, judge="none")(frame)
     with pytest.raises(ValueError, match="base_url"):
         RubricGrader(RUBRIC, judge="openai")

@@ -13,7 +13,7 @@ pytest.importorskip("trl", reason="needs the [trl] extra")
 
 import rubrics  # noqa: E402
 from rubrics.integrations.trl import as_messages, rubric_reward  # noqa: E402
-from rubrics.grading.result import IncompleteResultError  # noqa: E402
+from rubrics.result import IncompleteResultError  # noqa: E402
 
 # Two rubrics, each on its own prompt. The model is random, so the checks look at shapes its noise shows in some
 # completions and not others (capitalised words, "ing", digits); GREETING also has a judge item.

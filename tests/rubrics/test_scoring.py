@@ -257,7 +257,7 @@ def test_incomplete_results_have_no_expected_score_or_range_never_a_partial_numb
 def test_get_reward_never_turns_an_incomplete_result_into_a_silent_zero():
     import math
 
-    from rubrics.grading.result import IncompleteResultError
+    from rubrics.result import IncompleteResultError
 
     complete = rubrics.score(trajectory("GATE THREE"), RUBRIC, judge=always(True))
     assert complete.get_reward() == complete.score == complete.reward

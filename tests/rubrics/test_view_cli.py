@@ -16,7 +16,7 @@ from view_support import EXAMPLE, REPO, example_runs, read_results, rubric  # no
 
 from rubrics.delivery.pass_rates.intervals import bootstrap_difference
 from rubrics.delivery.report.uplift import RESAMPLES, SEED
-from rubrics.grading.result import Result
+from rubrics.result import Result
 from rubrics.view.compare import compare_runs
 from rubrics.view.evidence_marks import mark, needles
 from rubrics.view.results_file import load_results

@@ -218,7 +218,7 @@ def generated_results(n: int, seed: int = 7) -> list[dict]:
     through the Result model so they are what `rubric grade` could write."""
     import random
 
-    from rubrics.grading.result import ItemResult, Result, TagScore
+    from rubrics.result import ItemResult, Result, TagScore
 
     rng = random.Random(seed)
     criteria = [("c1", 3, "accuracy"), ("c2", 2, "accuracy"), ("c3", 2, "style"), ("c4", 1, "style"),
