@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 
+from judge_engine.lazy_exports import lazy_getattr
+
 # Conditional numerical reproducibility keeps MKL on one code path whatever the alignment of the buffers, so a
 # run repeats itself bit for bit. Batch invariance does not rest on it (it did not give it on AMD CPUs): every
 # product runs in fixed-shape row tiles (judge_engine/layers/row_tiles.py). MKL reads it once, at its first
@@ -47,10 +49,4 @@ _EXPORTS = {
 }
 
 
-def __getattr__(name: str):
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'judge_engine' has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_getattr(__name__, _EXPORTS)

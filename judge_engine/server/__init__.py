@@ -9,6 +9,8 @@ logprobs.py: response pieces; background.py: servers on 127.0.0.1 in a thread or
 
 from __future__ import annotations
 
+from judge_engine.lazy_exports import lazy_getattr
+
 __all__ = ["create_app", "ConnectionLimits", "install_repeat_filter", "uvicorn_config"]
 
 # what an application needs to serve an engine, imported on first use: starlette and uvicorn only then
@@ -20,10 +22,4 @@ _EXPORTS = {
 }
 
 
-def __getattr__(name: str):
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'judge_engine.server' has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(module), name)
+__getattr__ = lazy_getattr(__name__, _EXPORTS)
