@@ -9,7 +9,8 @@ every labelled trajectory with the embedded judge and its identity calibration (
   this is what a rubric from a new domain gets, and the headline figure;
 - in-sample: fitted on every domain at once (optimistic);
 - as shipped: the method's built-in calibration (fitted in-sample on these labels, so also optimistic).
-Figures are split by label difficulty (clear: the evidence plainly decides; hard: needs inference). "pairs" is
+Figures are split by label difficulty (clear: the evidence plainly decides; hard: needs inference). AUC is the
+share of (met, unmet) pairs of labels where the met one gets the higher probability (ties half). "pairs" is
 the share of same-item pairs of clear labels, one met and one unmet, where the met one gets the higher
 probability. It is the same computation as `rubric judge-eval ... --method NAME --cross-validate domain`.
 """
@@ -75,8 +76,8 @@ def table(reports: dict[str, dict]) -> str:
     def cell(value):
         return "-" if value is None else f"{value:.2f}"
 
-    lines = ["| method | calibration | labels | n | accuracy | balanced acc. | kappa | Brier | clear pairs ranked |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| method | calibration | labels | n | accuracy | balanced acc. | AUC | kappa | Brier | clear pairs ranked |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for method, report in reports.items():
         blocks = (("held-out domain", report["leave_one_domain_out"]), ("in-sample", report["in_sample"]),
                   ("as shipped", report["as_shipped"]))
@@ -85,7 +86,7 @@ def table(reports: dict[str, dict]) -> str:
                 a = block["by_difficulty"][difficulty]
                 pairs = cell(block["clear_pairs_ranked"]) if difficulty == "clear" else ""
                 lines.append(f"| {method} | {title} | {difficulty} | {a['n']} | {cell(a['accuracy'])} | "
-                             f"{cell(a['balanced_accuracy'])} | {cell(a['kappa'])} | {cell(a['brier'])} | {pairs} |")
+                             f"{cell(a['balanced_accuracy'])} | {cell(a.get('auc'))} | {cell(a['kappa'])} | {cell(a['brier'])} | {pairs} |")
     return "\n".join(lines)
 
 
@@ -176,6 +177,7 @@ def write_calibration(model: str, llm, reports: dict[str, dict]) -> None:
         entry["methods"][method] = {
             "clear_balanced_accuracy": held_out["clear"]["balanced_accuracy"],
             "hard_balanced_accuracy": held_out["hard"]["balanced_accuracy"],
+            "clear_auc": held_out["clear"]["auc"], "hard_auc": held_out["hard"]["auc"],
             "clear_pairs_ranked": report["leave_one_domain_out"]["clear_pairs_ranked"],
             "brier": held_out["all"]["brier"]}
     best = JUDGE_MODELS[name].method

@@ -1,10 +1,11 @@
-"""Agreement of judgments with their labels: accuracy, balanced accuracy, Cohen's kappa and the Brier score, per
-item and overall; by label difficulty; the share of same-item pairs ranked right; a panel's members. Metrics are
+"""Agreement of judgments with their labels: accuracy, balanced accuracy, Cohen's kappa, the Brier score and the
+area under the ROC curve, per item and overall; by label difficulty; the share of same-item pairs ranked right; a panel's members. Metrics are
 computed over the evaluated labels; judge errors are counted apart.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -21,6 +22,7 @@ class Agreement:
     balanced_accuracy: float | None
     kappa: float | None
     brier: float | None
+    auc: float | None = None   # how often a met judgment outranks an unmet one; threshold- and calibration-free
 
 
 @dataclass
@@ -50,7 +52,24 @@ def agreement(pairs: Iterable[tuple[bool, float | None]], threshold: float | dic
     rates = ([tp / positives] if positives else []) + ([tn / negatives] if negatives else [])
     balanced = sum(rates) / len(rates)
     brier = sum((p - float(y)) ** 2 for y, p in scored) / n
-    return Agreement(n, errors, positives, accuracy, balanced, cohen_kappa(truth, predicted), brier)
+    return Agreement(n, errors, positives, accuracy, balanced, cohen_kappa(truth, predicted), brier,
+                     roc_auc(scored))
+
+
+def roc_auc(scored: Sequence[tuple[bool, float]]) -> float | None:
+    """The Mann-Whitney form: over every (met, unmet) pair, the share where the met one has the higher probability,
+    ties counting half; from ranks, so n log n. None when one class is absent."""
+    positives = sum(1 for y, _ in scored if y)
+    negatives = len(scored) - positives
+    if not positives or not negatives:
+        return None
+    ordered = sorted(p for _, p in scored)
+    rank_sum = 0.0
+    for y, p in scored:
+        if y:   # the midrank of p among all probabilities (1-based), which gives ties half
+            below, through = bisect_left(ordered, p), bisect_right(ordered, p)
+            rank_sum += (below + 1 + through) / 2
+    return (rank_sum - positives * (positives + 1) / 2) / (positives * negatives)
 
 
 def cohen_kappa(truth: Sequence[bool], predicted: Sequence[bool]) -> float | None:
@@ -81,7 +100,7 @@ def _pooled(judged: Sequence[Judged], thresholds: dict[str, float]) -> Agreement
                                                                      else 0.0)) for j in judged]
     counted = agreement(verdicts, 0.5)
     raw = agreement([(j.label.met, j.probability) for j in judged])
-    return replace(counted, brier=raw.brier)
+    return replace(counted, brier=raw.brier, auc=raw.auc)
 
 
 def by_difficulty(judged: Sequence[Judged]) -> dict[str, Agreement]:

@@ -11,24 +11,24 @@ def _fmt(value: float | None) -> str:
 
 def render_report(title: str, report: dict[str, Any]) -> str:
     lines = [title, f"  {'item':<22} {'n':>4} {'pos':>4} {'err':>4}  {'acc':>5} {'bal':>5} {'kappa':>5} "
-                    f"{'brier':>5} {'thr':>5}"]
+                    f"{'brier':>5} {'auc':>5} {'thr':>5}"]
     rows = list(report["per_item"].items()) + [("OVERALL", report["overall"])]
     for name, a in rows:
         threshold = report["thresholds"].get(name)
         lines.append(f"  {name:<22} {a['n']:>4} {a['positives']:>4} {a['errors']:>4}  {_fmt(a['accuracy'])} "
-                     f"{_fmt(a['balanced_accuracy'])} {_fmt(a['kappa'])} {_fmt(a['brier'])} {_fmt(threshold)}")
+                     f"{_fmt(a['balanced_accuracy'])} {_fmt(a['kappa'])} {_fmt(a['brier'])} {_fmt(a.get('auc'))} {_fmt(threshold)}")
     return "\n".join(lines) + "\n"
 
 
 def _agreement_row(name: str, a: dict[str, Any], pairs: float | None = None) -> str:
     return (f"  {name:<34} {a['n']:>4} {a['positives']:>4} {a['errors']:>4}  {_fmt(a['accuracy'])} "
-            f"{_fmt(a['balanced_accuracy'])} {_fmt(a['kappa'])} {_fmt(a['brier'])} {_fmt(pairs)}")
+            f"{_fmt(a['balanced_accuracy'])} {_fmt(a['kappa'])} {_fmt(a['brier'])} {_fmt(a.get('auc'))} {_fmt(pairs)}")
 
 
 def render_domain_report(output: dict[str, Any]) -> str:
     cv = output["cross_validation"]
     header = (f"  {'calibration / labels':<34} {'n':>4} {'pos':>4} {'err':>4}  {'acc':>5} {'bal':>5} {'kappa':>5} "
-              f"{'brier':>5} {'pairs':>5}")
+              f"{'brier':>5} {'auc':>5} {'pairs':>5}")
     lines = ["calibration fitted leaving each domain out (the headline: what a new rubric gets), in-sample, and as"
              " shipped", "(pairs: clear same-item pairs where the met one has the higher probability)", header]
     shipped = output["as_shipped"]

@@ -26,6 +26,7 @@ class ItemAgreement(BaseModel):
     balanced_accuracy: float | None
     kappa: float | None
     brier: float | None
+    auc: float | None = None        # files written before the AUC was reported lack it
     threshold: float | None
 
 

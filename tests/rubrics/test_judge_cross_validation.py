@@ -8,9 +8,12 @@ import subprocess
 import sys
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from judge_models import LABELS_DIR, REPO
 from rubrics import judge_eval as je
+from rubrics.judge_eval import metrics
 from rubrics.judges.logistic import fit_logistic, logit, sigmoid
 
 
@@ -46,6 +49,27 @@ def test_pairs_are_same_item_same_domain_clear_labels_met_above_unmet():
     assert je.ranked_pairs(JUDGED) == pytest.approx(2 / 3)
     tie = [made_up("a", "x", True, 0.0, number=1), made_up("a", "x", False, 0.0, number=2)]
     assert je.ranked_pairs(tie) == 0.5 and je.ranked_pairs(JUDGED[2:3]) is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.sampled_from([0.1, 0.25, 0.5, 0.75, 0.9]) | st.floats(0, 1)),
+                max_size=40))
+def test_the_auc_is_the_share_of_met_unmet_pairs_ranked_right_ties_half(scored):
+    met = [p for y, p in scored if y]
+    unmet = [p for y, p in scored if not y]
+    auc = metrics.roc_auc(scored)
+    if not met or not unmet:
+        assert auc is None
+        return
+    wins = sum(1.0 if m > u else 0.5 if m == u else 0.0 for m in met for u in unmet)
+    assert auc == pytest.approx(wins / (len(met) * len(unmet)))
+
+
+def test_the_auc_ignores_the_threshold_and_a_monotone_calibration():
+    pairs = [(True, 0.9), (False, 0.2), (True, 0.4), (False, 0.6), (True, 0.6)]
+    assert metrics.roc_auc(pairs) == pytest.approx((1 + 1 + 1 + 0 + 0.5 + 1) / 6)
+    squashed = [(y, p ** 3) for y, p in pairs]
+    assert je.agreement(pairs, 0.5).auc == je.agreement(squashed, 0.1).auc == metrics.roc_auc(pairs)
 
 
 def test_agreement_is_split_by_difficulty():
