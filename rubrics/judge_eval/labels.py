@@ -1,8 +1,10 @@
 """Labels and the judge's verdicts on them.
 
 A labels file has one JSON object a line: {"trajectory": PATH or {inline trajectory}, "item_id": ID, "met": BOOL},
-optionally "difficulty": "clear" | "hard" (plainly decided by the evidence, or needing inference), "domain" (default:
-the name of the labels file's folder) and a free "note". A PATH is relative to the labels file; "file.jsonl#ID"
+optionally "difficulty": "clear" | "hard" (plainly decided by the evidence, or needing inference), "near_miss": true
+on an unmet label whose work addresses the criterion and gets it wrong (a wrong number, the wrong recipient, half of
+a two-part requirement, an action claimed but not taken), "domain" (default: the name of the labels file's folder)
+and a free "note". A PATH is relative to the labels file; "file.jsonl#ID"
 picks the trajectory with that id out of a JSONL file.
 Every labelled trajectory is graded once, all in one `score_many` batch, and each label is compared with the
 judge's verdict on that item.
@@ -34,6 +36,7 @@ class Label:
     source: str  # "labels.jsonl:12"
     domain: str = ""
     difficulty: str | None = None  # "clear" | "hard"; None when the labels file does not say
+    near_miss: bool = False   # unmet, though the work addresses the criterion (and gets it wrong)
 
 
 @dataclass(frozen=True)
@@ -75,6 +78,9 @@ def load_labels(path: str | Path) -> list[Label]:
             raise LabelsError(f"{where}: 'difficulty' must be one of {', '.join(DIFFICULTIES)}, got {difficulty!r}")
         if not isinstance(domain, str) or not domain:
             raise LabelsError(f"{where}: 'domain' must be a non-empty string")
+        near_miss = row.get("near_miss", False)
+        if not isinstance(near_miss, bool) or (near_miss and met):
+            raise LabelsError(f"{where}: 'near_miss' must be true or false, and true only on an unmet label")
         if isinstance(ref, dict):
             key = f"{where}"
             trajectory = load_trajectory(ref)
@@ -85,7 +91,7 @@ def load_labels(path: str | Path) -> list[Label]:
             trajectory = cache[key]
         else:
             raise LabelsError(f"{where}: 'trajectory' must be a path or an inline trajectory object")
-        labels.append(Label(key, trajectory, item_id, met, where, domain, difficulty))
+        labels.append(Label(key, trajectory, item_id, met, where, domain, difficulty, near_miss))
     return labels
 
 
