@@ -19,6 +19,7 @@ from judge_engine.config import EngineConfig
 from judge_engine.engine.llm_engine import LLMEngine
 from judge_engine.outputs import RequestOutput, Scored, ScoreError, TokenUsage
 from judge_engine.engine.sampler import SamplingParams
+from judge_engine.engine.sequence import resolve_hidden_layers, resolve_hidden_positions
 from judge_engine.engine.step_sharing import StepSharing, Waiter
 
 __all__ = ["LLM", "LLMEngine", "ScoreError"]
@@ -33,6 +34,7 @@ class _ScorePlan:
     tails: list[str | None]   # per choice of 2+ tokens: prompt + choice, for the tokens the head does not give
     prompt_len: int
     choice_ids: list[list[int]]
+    hidden_from: str | None = None  # the request that keeps the hidden states asked for (the head, else the tail)
 
     def result(self, index: int, finished: dict[str, RequestOutput]) -> Scored | ScoreError:
         outputs = [finished[r] for r in [self.head, *self.tails] if r is not None]
@@ -49,7 +51,8 @@ class _ScorePlan:
                 value += sum(entry[token] for entry, token in
                              zip(tail.prompt_logprobs[start:], tail.prompt_token_ids[start:]))
             row.append(value)
-        return Scored(row, sum((output.usage for output in outputs), TokenUsage()))
+        hidden = finished[self.hidden_from].hidden_states if self.hidden_from is not None else None
+        return Scored(row, sum((output.usage for output in outputs), TokenUsage()), hidden)
 
 
 class LLM:
@@ -132,14 +135,26 @@ class LLM:
     def score(self, prompts: Prompt | list[Prompt], choices: list[Choice] | list[list[Choice]],
               on_scored: Callable[[int], None] | None = None) -> list[list[float] | ScoreError]:
         """lps[i][j] = log P(choice j | prompts[i]), summed over the choice's tokens (score_with_usage, without
-        the usage)."""
+        the usage; hidden states come from score_with_usage only)."""
         return [r if isinstance(r, ScoreError) else r.logprobs
                 for r in self.score_with_usage(prompts, choices, on_scored)]
 
     def score_with_usage(self, prompts: Prompt | list[Prompt], choices: list[Choice] | list[list[Choice]],
-                         on_scored: Callable[[int], None] | None = None) -> list[Scored | ScoreError]:
-        """Scored(logprobs, usage) per prompt: logprobs[j] = log P(choice j | prompts[i]), summed over the choice's
-        tokens; usage counts the prompt tokens of the prompt's sequences and those the prefix cache served.
+                         on_scored: Callable[[int], None] | None = None, *,
+                         hidden_layers: SequenceABC[int] = (),
+                         hidden_positions: SequenceABC[int] = (-1,)) -> list[Scored | ScoreError]:
+        """Scored(logprobs, usage, hidden_states) per prompt: logprobs[j] = log P(choice j | prompts[i]), summed over
+        the choice's tokens; usage counts the prompt tokens of the prompt's sequences and those the prefix cache
+        served.
+
+        hidden_layers: also return the hidden states of these layers at the prompt positions hidden_positions, as
+        Scored.hidden_states, float32 [len(hidden_positions), len(hidden_layers), hidden_size] in the order asked.
+        Layers count as transformers' output_hidden_states: 0 = the embeddings' output, i = decoder layer i's,
+        num_layers = the last layer's after the final norm; negative from the end (-1 = num_layers). Positions
+        index the prompt's tokens, negative from its end; -1 (the default) is the last prompt token, whose row
+        predicts each choice's first token. A layer out of range raises ValueError; a position out of range for a
+        prompt gives that prompt a ScoreError. Asked positions are always computed (the prefix cache never serves
+        them), and only the asked rows are kept.
 
         choices: one list shared by every prompt, or one list per prompt (len(choices) == len(prompts)); a
         choice is a string (tokenized on its own, without special tokens) or a list of token ids. Its ids are
@@ -160,8 +175,12 @@ class LLM:
             if remaining[owner[request_id]] == 0 and on_scored is not None:
                 on_scored(owner[request_id])
 
+        layers = resolve_hidden_layers(hidden_layers, self.engine.spec.num_layers)
+        if layers and not hidden_positions:
+            raise ValueError("hidden_positions: expected at least one prompt position for hidden_layers")
         with self._sharing.adding(request_done) as waiter:
-            plans = self._add_score_plans(waiter, prompts, self._choice_sets(choices, len(prompts)))
+            plans = self._add_score_plans(waiter, prompts, self._choice_sets(choices, len(prompts)),
+                                          layers, hidden_positions)
             owner.update({rid: i for i, plan in enumerate(plans) if isinstance(plan, _ScorePlan)
                           for rid in [plan.head, *plan.tails] if rid is not None})
             remaining.update(owner.values())
@@ -172,26 +191,37 @@ class LLM:
             raise results[0]
         return results
 
-    def _add_score_plans(self, waiter: Waiter, prompts: list[Prompt],
-                         choice_sets: list[list[list[int]]]) -> list[_ScorePlan | ScoreError]:
+    def _add_score_plans(self, waiter: Waiter, prompts: list[Prompt], choice_sets: list[list[list[int]]],
+                         hidden_layers: tuple[int, ...] = (),
+                         hidden_positions: SequenceABC[int] = ()) -> list[_ScorePlan | ScoreError]:
         params = SamplingParams(max_tokens=0)
         plans: list[_ScorePlan | ScoreError] = []
         for index, (prompt, choice_ids) in enumerate(zip(prompts, choice_sets)):
             prompt_ids = self.engine.encode(prompt)
             problem = _choice_problem(choice_ids) or ("" if prompt_ids else "empty prompt: nothing to condition on")
+            hidden = {}
+            if not problem and hidden_layers:
+                try:  # positions of the prompt itself, resolved before a tail appends its choice
+                    hidden = {"hidden_layers": hidden_layers,
+                              "hidden_positions": resolve_hidden_positions(hidden_positions, len(prompt_ids))}
+                except ValueError as error:
+                    problem = str(error)
             if problem:
                 plans.append(ScoreError(index, problem))
                 continue
             # The prompt-alone sequence shares the first-token row between choices; a single choice of several
-            # tokens (a statement) has nothing to share, and its own sequence gives all of its tokens.
+            # tokens (a statement) has nothing to share, and its own sequence gives all of its tokens (and the
+            # prompt's hidden states).
             head = None
             if len(choice_ids) > 1 or len(choice_ids[0]) == 1:
                 first_tokens = tuple(sorted({ids[0] for ids in choice_ids}))
-                head = self._add(waiter, prompt_ids, params, next_token_candidates=first_tokens)
+                head = self._add(waiter, prompt_ids, params, next_token_candidates=first_tokens, **hidden)
             tails_from = len(prompt_ids) + (1 if head is not None else 0)
-            tails = [self._add(waiter, prompt_ids + ids, params, logprobs_from=tails_from) if len(ids) > 1
+            tails = [self._add(waiter, prompt_ids + ids, params, logprobs_from=tails_from,
+                               **(hidden if head is None else {})) if len(ids) > 1
                      else None for ids in choice_ids]
-            plans.append(_ScorePlan(head, tails, len(prompt_ids), choice_ids))
+            hidden_from = (head if head is not None else tails[0]) if hidden else None
+            plans.append(_ScorePlan(head, tails, len(prompt_ids), choice_ids, hidden_from))
         return plans
 
     def _choice_sets(self, choices, num_prompts: int) -> list[list[list[int]]]:

@@ -80,6 +80,9 @@ class RequestOutput:
     # the caller's mistake), False when it failed while running (the engine's)
     rejected: bool = False
     next_token_logprobs: dict[int, float] | None = None  # add_request(next_token_candidates=...) only
+    # add_request(hidden_layers=..., hidden_positions=...) only, once every asked position was computed: float32 CPU
+    # [len(hidden_positions), len(hidden_layers), hidden_size], in the order asked
+    hidden_states: torch.Tensor | None = None
     metrics: RequestMetrics | None = None
     # Every completion, best first when ranked (best_of > n, beam search), else in sample order; the fields
     # above (text, token_ids, finish_reason, new_*, logprobs) are those of outputs[0].
@@ -96,9 +99,14 @@ class RequestOutput:
 
 @dataclass(frozen=True)
 class Scored:
-    """One prompt's result from LLM.score_with_usage: lps[j] = log P(choice j | prompt), and what it cost."""
+    """One prompt's result from LLM.score_with_usage: lps[j] = log P(choice j | prompt), and what it cost.
+
+    hidden_states: with score_with_usage(hidden_layers=...), float32 on the CPU, [len(hidden_positions),
+    len(hidden_layers), hidden_size] in the order asked (layer 0 = the embeddings, i = after decoder layer i,
+    num_layers = after the final norm, as transformers' output_hidden_states); None when no layers were asked."""
     logprobs: list[float]
     usage: TokenUsage
+    hidden_states: torch.Tensor | None = None
 
 
 class ScoreError(ValueError):

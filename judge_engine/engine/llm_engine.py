@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Collection
 
 import torch
 
@@ -21,7 +22,8 @@ from judge_engine.engine.output_processor import OutputProcessor, SampleGroup, T
 from judge_engine.outputs import RequestOutput
 from judge_engine.engine.sampler import SamplingError, SamplingParams, make_generator, sample
 from judge_engine.engine.scheduler import Scheduler, ScheduledSequence, SchedulerOutput
-from judge_engine.engine.sequence import Sequence, SequenceStatus
+from judge_engine.engine.sequence import (Sequence, SequenceStatus, resolve_hidden_layers,
+                                          resolve_hidden_positions)
 from judge_engine.engine.stats import EngineStats
 
 log = logging.getLogger(__name__)
@@ -94,24 +96,39 @@ class LLMEngine:
 
     def add_request(self, request_id: str, prompt: str | list[int], params: SamplingParams | None = None,
                     *, stream: bool = True, logprobs_from: int | None = None,
-                    next_token_candidates: tuple[int, ...] = ()) -> None:
+                    next_token_candidates: tuple[int, ...] = (), hidden_layers: Collection[int] = (),
+                    hidden_positions: Collection[int] = ()) -> None:
         """Queue a request. A prompt that cannot run (empty, longer than the context or the whole KV cache)
         is not an exception: its error output comes back from the next step(). With stream=True, step()
         also returns an unfinished output each time the request gains tokens.
 
         logprobs_from: also compute log P(token) of every prompt token from this index on (LLM.score);
-        next_token_candidates: also compute the log-probability of these ids as the token after the prompt."""
+        next_token_candidates: also compute the log-probability of these ids as the token after the prompt;
+        hidden_layers, hidden_positions: also keep the hidden states of these layers (0 = the embeddings, i = after
+        decoder layer i, num_layers = after the final norm; negative from the end) at these prompt positions
+        (negative from the prompt's end), returned as RequestOutput.hidden_states [positions, layers, hidden].
+        A layer out of range raises ValueError; a position out of range fails the request like a bad prompt."""
         if request_id in self._requests:
             raise ValueError(f"request_id {request_id!r} is already in the engine")
         params = params or SamplingParams()
+        layers = resolve_hidden_layers(hidden_layers, self.spec.num_layers)
+        if layers and not hidden_positions:
+            raise ValueError("hidden_positions: expected at least one prompt position for hidden_layers")
         token_ids = self.encode(prompt)
         if params.prompt_logprobs is not None:
             logprobs_from = 1
+        positions, problem = (), None
+        if layers:
+            try:
+                positions = resolve_hidden_positions(hidden_positions, len(token_ids))
+            except ValueError as error:
+                layers, problem = (), str(error)
         seq = Sequence(request_id, token_ids, params, logprobs_from=logprobs_from,
                        generator=make_generator(params, torch.device("cpu")),
-                       next_token_candidates=tuple(next_token_candidates))
+                       next_token_candidates=tuple(next_token_candidates), hidden_layers=layers,
+                       hidden_positions=positions)
         self._admit(seq, prompt if isinstance(prompt, str) else None, stream,
-                    SampleGroup() if params.best_of > 1 else None)
+                    SampleGroup() if params.best_of > 1 else None, problem)
 
     def add_beam_search_request(self, request_id: str, prompt: str | list[int], params: BeamSearchParams) -> None:
         """Queue a beam search (beam_search.py has the rule); its one output, once finished, has the best
@@ -124,8 +141,10 @@ class LLMEngine:
         self._admit(seq, prompt if isinstance(prompt, str) else None, False,
                     SampleGroup(forked=True, beam=BeamState(params, live=[seq])))
 
-    def _admit(self, seq: Sequence, text_prompt: str | None, stream: bool, group: SampleGroup | None) -> None:
-        error = self._reject_reason(seq)
+    def _admit(self, seq: Sequence, text_prompt: str | None, stream: bool, group: SampleGroup | None,
+               problem: str | None = None) -> None:
+        """problem: why the request cannot run as asked, found by the caller (a prompt's own problems come first)."""
+        error = self._reject_reason(seq) or problem
         if error is not None:
             seq.status, seq.finish_reason, seq.error = SequenceStatus.FINISHED, "error", error
             seq.finished_time = time.perf_counter()
@@ -200,7 +219,7 @@ class LLMEngine:
             return outputs
         try:
             self.runner.copy_blocks(out.blocks_to_copy)
-            logits, row_positions = self.runner.execute(out.scheduled)
+            logits, row_positions, hidden_rows = self.runner.execute(out.scheduled)
         except Exception as error:  # noqa: BLE001 - the batch fails, the engine stays usable
             return outputs + self._fail_batch(out, error)
         try:
@@ -208,7 +227,7 @@ class LLMEngine:
             self.stats_counters.steps += 1
             self.stats_counters.batched_tokens += out.num_batched_tokens
             self.stats_counters.logits_rows += logits.shape[0]
-            self._apply_logits(out, logits, row_positions)
+            self._apply_logits(out, logits, row_positions, hidden_rows)
         except Exception as error:  # noqa: BLE001 - an engine bug after the model ran: this step's requests only
             log.exception("processing the step's logits failed")
             self._fail_unfinished(out, f"engine step failed: {type(error).__name__}: {error}")
@@ -269,16 +288,19 @@ class LLMEngine:
             failed.append(self.output_processor.output(request))
         return failed
 
-    def _apply_logits(self, out: SchedulerOutput, logits: torch.Tensor, row_positions: list[list[int]]) -> None:
+    def _apply_logits(self, out: SchedulerOutput, logits: torch.Tensor, row_positions: list[list[int]],
+                      hidden_rows: list[dict[int, torch.Tensor]] | None = None) -> None:
         sample_rows: list[int] = []
         sample_seqs: list[Sequence] = []
         beam_requests: dict[str, TrackedRequest] = {}
         row = 0
-        for item, positions in zip(out.scheduled, row_positions):
+        for index, (item, positions) in enumerate(zip(out.scheduled, row_positions)):
             seq = item.seq
             rows = logits[row:row + len(positions)]
             row += len(positions)
             try:
+                if hidden_rows is not None:
+                    seq.hidden_rows.update(hidden_rows[index])  # a recompute overwrites, never duplicates
                 self.output_processor.record_rows(item, positions, rows)
             except Exception as error:  # noqa: BLE001 - one request's bookkeeping must not fail the others
                 self._fail_request(seq, f"reading the logits failed: {type(error).__name__}: {error}")

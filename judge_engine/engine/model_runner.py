@@ -1,6 +1,7 @@
 """Runs one scheduled step: flattens every sequence's new tokens into one batch, runs the model once, and
 computes logits only at the positions that need them (the last prompt position of a finished prefill, each
-decode, and the prompt positions whose log-probabilities were asked for)."""
+decode, and the prompt positions whose log-probabilities were asked for); keeps the hidden states of the rows
+and layers that sequences asked for (HiddenCapture), when any did."""
 
 from __future__ import annotations
 
@@ -13,6 +14,10 @@ import torch
 from judge_engine.layers.attention.metadata import AttentionMetadata
 from judge_engine.engine.kv_cache import copy_blocks
 from judge_engine.engine.scheduler import ScheduledSequence
+from judge_engine.models.hidden_capture import HiddenCapture
+
+# per scheduled sequence: position -> float32 CPU [len(seq.hidden_layers), H] for its rows computed this step
+HiddenRows = list[dict[int, torch.Tensor]]
 
 
 @dataclass
@@ -22,6 +27,9 @@ class PreparedBatch:
     meta: AttentionMetadata
     logits_rows: torch.Tensor      # int64 [N]: rows of the flat batch whose logits are computed
     row_positions: list[list[int]]  # per scheduled sequence: the positions of its logits rows, in order
+    capture_rows: list[int]        # flat rows whose hidden states are kept (ascending), per sequence in order
+    capture_positions: list[list[int]]  # per scheduled sequence: the positions of its capture rows
+    capture_layers: tuple[int, ...]  # every layer some sequence of the step asks for, ascending
 
 
 def prepare_batch(scheduled: list[ScheduledSequence], block_size: int, device: torch.device) -> PreparedBatch:
@@ -48,11 +56,19 @@ def prepare_batch(scheduled: list[ScheduledSequence], block_size: int, device: t
 
     logits_rows: list[int] = []
     row_positions: list[list[int]] = []
+    capture_rows: list[int] = []
+    capture_positions: list[list[int]] = []
+    capture_layers: set[int] = set()
     for row, item in enumerate(scheduled):
         wanted = item.seq.needs_logits_rows(item.start, item.end)
         row_positions.append(wanted)
         base = int(cu_q[row]) - item.start
         logits_rows.extend(base + p for p in wanted)
+        hidden = item.seq.hidden_positions_in(item.start, item.end)
+        capture_positions.append(hidden)
+        if hidden:
+            capture_rows.extend(base + p for p in hidden)
+            capture_layers.update(item.seq.hidden_layers)
 
     meta = AttentionMetadata(
         slot_mapping=torch.from_numpy(slots).to(device),
@@ -69,6 +85,9 @@ def prepare_batch(scheduled: list[ScheduledSequence], block_size: int, device: t
         meta=meta,
         logits_rows=torch.tensor(logits_rows, dtype=torch.int64, device=device),
         row_positions=row_positions,
+        capture_rows=capture_rows,
+        capture_positions=capture_positions,
+        capture_layers=tuple(sorted(capture_layers)),
     )
 
 
@@ -87,16 +106,43 @@ class ModelRunner:
         copy_blocks(self.kv_caches, pairs)
 
     @torch.inference_mode()
-    def execute(self, scheduled: list[ScheduledSequence]) -> tuple[torch.Tensor, list[list[int]]]:
-        """float32 logits [N, V] for the wanted positions, and those positions per scheduled sequence."""
+    def execute(self, scheduled: list[ScheduledSequence]) -> tuple[torch.Tensor, list[list[int]], HiddenRows | None]:
+        """float32 logits [N, V] for the wanted positions, those positions per scheduled sequence, and the hidden
+        states the sequences asked for at the positions computed this step (None when none did)."""
         batch = prepare_batch(scheduled, self.block_size, self.device)
         started = time.perf_counter()
-        hidden = self.model(batch.input_ids, batch.positions, batch.meta, self.kv_caches, batch.logits_rows)
+        capture = None
+        if batch.capture_rows:
+            capture = HiddenCapture(torch.tensor(batch.capture_rows, dtype=torch.int64, device=self.device),
+                                    batch.capture_layers)
+            hidden = self.model(batch.input_ids, batch.positions, batch.meta, self.kv_caches, batch.logits_rows,
+                                capture=capture)
+        else:
+            hidden = self.model(batch.input_ids, batch.positions, batch.meta, self.kv_caches, batch.logits_rows)
         if batch.logits_rows.numel():
             logits = self.model.compute_logits(hidden).float()
         else:
             logits = hidden.new_zeros((0, 0), dtype=torch.float32)
         if self.device.type == "cuda":
             logits = logits.cpu()
+        hidden_rows = None if capture is None else _hidden_rows(scheduled, batch, capture.collected())
         self.model_time_s += time.perf_counter() - started
-        return logits, batch.row_positions
+        return logits, batch.row_positions, hidden_rows
+
+
+def _hidden_rows(scheduled: list[ScheduledSequence], batch: PreparedBatch, collected: torch.Tensor) -> HiddenRows:
+    """The step's captured rows [R, len(batch.capture_layers), H] split into each sequence's positions and layers
+    (in the order it asked for them), float32 on the CPU; each sequence gets copies of its own rows only."""
+    collected = collected.float().cpu()
+    slot = {layer: i for i, layer in enumerate(batch.capture_layers)}
+    per_sequence: HiddenRows = []
+    row = 0
+    for item, positions in zip(scheduled, batch.capture_positions):
+        if not positions:
+            per_sequence.append({})
+            continue
+        columns = torch.tensor([slot[layer] for layer in item.seq.hidden_layers], dtype=torch.int64)
+        block = collected[row:row + len(positions)].index_select(1, columns)  # a copy: this sequence's rows alone
+        row += len(positions)
+        per_sequence.append(dict(zip(positions, block.unbind(0))))
+    return per_sequence

@@ -178,6 +178,7 @@ class OutputProcessor:
             error=error,
             rejected=request.rejected,
             next_token_logprobs=dict(seq.next_token_logprobs) if seq.next_token_candidates else None,
+            hidden_states=self._hidden_states(seq),
             metrics=RequestMetrics(seq.arrival_time, seq.first_token_time, _finished_time(samples), generated,
                                    seq.num_cached_tokens, sum(s.seq.num_preemptions for s in samples)),
             outputs=completions,
@@ -230,6 +231,13 @@ class OutputProcessor:
             hold = max(len(s) for s in seq.params.stop_strings) - 1
             return text[:max(len(text) - hold, request.reported_text)]
         return text
+
+    @staticmethod
+    def _hidden_states(seq: Sequence) -> torch.Tensor | None:
+        """[len(hidden_positions), len(hidden_layers), H] in the order asked, once every position was computed."""
+        if not seq.hidden_layers or any(p not in seq.hidden_rows for p in seq.hidden_positions):
+            return None
+        return torch.stack([seq.hidden_rows[p] for p in seq.hidden_positions])
 
     @staticmethod
     def _prompt_logprobs(seq: Sequence) -> list[dict[int, float] | None] | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 import time
 from dataclasses import dataclass, field
 from enum import Enum
@@ -30,6 +31,11 @@ class Sequence:
     # first token of each choice, read from one row instead of one sequence per choice).
     next_token_candidates: tuple[int, ...] = ()
     next_token_logprobs: dict[int, float] = field(default_factory=dict)
+    # Hidden states wanted (LLM.score_with_usage(hidden_layers=...)): these layers (0 = the embeddings, i = after
+    # decoder layer i, num_layers = after the final norm) at these prompt positions, both resolved (non-negative)
+    # and in the order asked; the prefix cache never serves the earliest position, so every one is computed.
+    hidden_layers: tuple[int, ...] = ()
+    hidden_positions: tuple[int, ...] = ()
     num_prompt_tokens: int = field(init=False)
     status: SequenceStatus = SequenceStatus.WAITING
     num_computed_tokens: int = 0
@@ -39,6 +45,7 @@ class Sequence:
     prompt_token_logprobs: dict[int, float] = field(default_factory=dict)       # position -> log P(token)
     prompt_top_logprobs: dict[int, dict[int, float]] = field(default_factory=dict)
     logits_rows: dict[int, torch.Tensor] = field(default_factory=dict)          # position -> row (return_logits)
+    hidden_rows: dict[int, torch.Tensor] = field(default_factory=dict)  # position -> [len(hidden_layers), H]
     finish_reason: str | None = None
     error: str | None = None
     arrival_time: float = field(default_factory=time.perf_counter)
@@ -85,12 +92,20 @@ class Sequence:
 
     @property
     def max_cacheable_tokens(self) -> int:
-        """Tokens the prefix cache may serve: never all of them (the last position's logits are needed) and
-        never the position before logprobs_from."""
+        """Tokens the prefix cache may serve: never all of them (the last position's logits are needed), never
+        the position before logprobs_from and never a position whose hidden states are wanted."""
         limit = self.num_tokens - 1
         if self.logprobs_from is not None:
             limit = min(limit, self.logprobs_from - 1)
+        if self.hidden_layers:
+            limit = min(limit, min(self.hidden_positions))
         return max(limit, 0)
+
+    def hidden_positions_in(self, start: int, end: int) -> list[int]:
+        """Distinct positions in [start, end) (computed this step) whose hidden states the request needs."""
+        if not self.hidden_layers:
+            return []
+        return sorted({p for p in self.hidden_positions if start <= p < end})
 
     def needs_logits_rows(self, start: int, end: int) -> list[int]:
         """Positions in [start, end) (computed this step) whose logits the request needs."""
@@ -106,3 +121,40 @@ class Sequence:
     @property
     def wants_next_token(self) -> bool:
         return self.num_output_tokens < self.params.max_tokens
+
+
+def resolve_hidden_layers(layers, num_layers: int) -> tuple[int, ...]:
+    """Layer indices as transformers' output_hidden_states counts them (0 = the embeddings, num_layers = the final
+    norm's output; negative from the end, -1 = num_layers), made non-negative; ValueError naming the first one out
+    of range."""
+    resolved = []
+    for layer in layers:
+        index = _index(layer, "hidden_layers")
+        if not -(num_layers + 1) <= index <= num_layers:
+            raise ValueError(f"hidden_layers: layer {index} is out of range for a {num_layers}-layer model "
+                             f"(valid: {-(num_layers + 1)}..{num_layers}; 0 = the embeddings, "
+                             f"{num_layers} = the final norm's output)")
+        resolved.append(index % (num_layers + 1))
+    return tuple(resolved)
+
+
+def resolve_hidden_positions(positions, num_tokens: int) -> tuple[int, ...]:
+    """Prompt positions (negative from its end, -1 = its last token) made non-negative; ValueError naming the first
+    one out of range."""
+    resolved = []
+    for position in positions:
+        index = _index(position, "hidden_positions")
+        if not -num_tokens <= index < num_tokens:
+            raise ValueError(f"hidden position {index} is out of range for a {num_tokens}-token prompt "
+                             f"(valid: {-num_tokens}..{num_tokens - 1})")
+        resolved.append(index % num_tokens)
+    return tuple(resolved)
+
+
+def _index(value, name: str) -> int:
+    if isinstance(value, bool):
+        raise TypeError(f"{name}: expected integers, got {value!r}")
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name}: expected integers, got {value!r}") from None

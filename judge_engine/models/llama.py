@@ -17,6 +17,7 @@ from torch import nn
 from judge_engine.layers.attention.backend import AttentionBackend, get_backend
 from judge_engine.layers.attention.metadata import AttentionMetadata
 from judge_engine.models.config import LlamaFamilyConfig
+from judge_engine.models.hidden_capture import HiddenCapture
 from judge_engine.layers import row_tiles
 from judge_engine.layers.elementwise import silu_and_mul_
 from judge_engine.layers.int8_linear import linear
@@ -178,27 +179,39 @@ class LlamaForCausalLM(nn.Module):
         meta: AttentionMetadata,
         kv_caches: list[tuple[torch.Tensor, torch.Tensor]],
         output_rows: torch.Tensor | None = None,
+        capture: HiddenCapture | None = None,
     ) -> torch.Tensor:
         """Final hidden states of the rows ``output_rows`` of the flat batch (default: all), in that order.
 
         Every layer stores every token's keys and values, but in the last layer the rows nobody reads feed
-        nothing else: its attention, output projection and MLP run on ``output_rows`` only.
+        nothing else: its attention, output projection and MLP run on ``output_rows`` only (and on the rows
+        ``capture`` asks for when it asks for the final layer). ``capture`` (models/hidden_capture.py) collects
+        the hidden states of its rows at its layers; the rows returned are the same with or without it.
         """
         count = input_ids.shape[0]
+        computed = output_rows if capture is None else capture.last_layer_rows(output_rows, len(self.layers))
         keep = None
-        if output_rows is not None and output_rows.numel() < count:  # else every row is read (decode)
-            keep = KeptRows(output_rows, meta.for_rows(output_rows, positions))
+        if computed is not None and computed.numel() < count:  # else every row is read (decode)
+            keep = KeptRows(computed, meta.for_rows(computed, positions))
         if self.pads_row_tiles:
             input_ids, positions, meta = _pad_to_row_tiles(input_ids, positions, meta)
         x = self.embed(input_ids)
+        if capture is not None:
+            capture.take(0, x)
         cos, sin = rotary_cos_sin(positions, self.inv_freq, x.dtype, self.rotary_scaling)
         last = len(self.layers) - 1
         for index, (layer, kv_cache) in enumerate(zip(self.layers, kv_caches, strict=True)):
             x = layer(x, cos, sin, meta, kv_cache, self.attention_backend, keep if index == last else None)
+            if capture is not None and index < last:
+                capture.take(index + 1, x)
+        if capture is not None:
+            capture.take_final(x, keep is None, self.final_norm, len(self.layers))
         if output_rows is not None and keep is None:
             x = x.index_select(0, output_rows)
         elif output_rows is None:
             x = x[:count]
+        elif capture is not None:
+            x = capture.output_rows_of(x)
         return self.final_norm(x)
 
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:

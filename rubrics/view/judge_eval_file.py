@@ -5,29 +5,29 @@ carries what the diagram and the disagreements need, and the page says so when i
 """
 from __future__ import annotations
 
+from dataclasses import MISSING, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, get_type_hints
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
+from rubrics.judge_eval.metrics import Agreement
 from rubrics.trajectory.json_text import loads
 from rubrics.view.judge_eval_export import LabelRow
 
 BINS = 10
 
 
-class ItemAgreement(BaseModel):
-    model_config = ConfigDict(frozen=True)
-    item_id: str
-    n: int
-    errors: int
-    positives: int
-    accuracy: float | None
-    balanced_accuracy: float | None
-    kappa: float | None
-    brier: float | None
-    auc: float | None = None        # files written before the AUC was reported lack it
-    threshold: float | None
+def _agreement_fields() -> dict[str, Any]:
+    """The figures of rubrics.judge_eval's Agreement, as pydantic fields (a figure missing from an older file
+    defaults as the dataclass says)."""
+    hints = get_type_hints(Agreement)
+    return {f.name: (hints[f.name], ... if f.default is MISSING else f.default) for f in fields(Agreement)}
+
+
+# One item's agreement as judge-eval wrote it: Agreement's figures, plus the item and its threshold.
+ItemAgreement = create_model("ItemAgreement", __config__=ConfigDict(frozen=True), item_id=(str, ...),
+                             threshold=(float | None, ...), **_agreement_fields())
 
 
 class ReliabilityBin(BaseModel):
