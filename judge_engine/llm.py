@@ -96,6 +96,12 @@ class LLM:
         return self.engine.max_seq_len
 
     @property
+    def num_layers(self) -> int:
+        """The model's decoder layers; hidden_layers of score_with_usage run from 0 (the embeddings) to this (the last
+        layer's output after the final norm)."""
+        return self.engine.spec.num_layers
+
+    @property
     def max_model_len(self) -> int:
         """The most tokens one sequence (prompt + output) may have."""
         return self.engine.max_model_len

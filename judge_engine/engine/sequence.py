@@ -128,7 +128,7 @@ def resolve_hidden_layers(layers, num_layers: int) -> tuple[int, ...]:
     norm's output; negative from the end, -1 = num_layers), made non-negative; ValueError naming the first one out
     of range."""
     resolved = []
-    for layer in layers:
+    for layer in _integers(layers, "hidden_layers"):
         index = _index(layer, "hidden_layers")
         if not -(num_layers + 1) <= index <= num_layers:
             raise ValueError(f"hidden_layers: layer {index} is out of range for a {num_layers}-layer model "
@@ -142,13 +142,19 @@ def resolve_hidden_positions(positions, num_tokens: int) -> tuple[int, ...]:
     """Prompt positions (negative from its end, -1 = its last token) made non-negative; ValueError naming the first
     one out of range."""
     resolved = []
-    for position in positions:
+    for position in _integers(positions, "hidden_positions"):
         index = _index(position, "hidden_positions")
         if not -num_tokens <= index < num_tokens:
             raise ValueError(f"hidden position {index} is out of range for a {num_tokens}-token prompt "
                              f"(valid: {-num_tokens}..{num_tokens - 1})")
         resolved.append(index % num_tokens)
     return tuple(resolved)
+
+
+def _integers(values, name: str):
+    if isinstance(values, (int, str, bytes)):
+        raise TypeError(f"{name}: expected a sequence of integers, got {values!r}")
+    return values
 
 
 def _index(value, name: str) -> int:

@@ -133,8 +133,8 @@ class LlamaDecoderLayer(nn.Module):
 
 
 class LlamaForCausalLM(nn.Module):
-    """``model(input_ids [T], positions [T], meta, kv_caches, output_rows) -> hidden [N, H]``; then
-    ``compute_logits``.
+    """``model(input_ids [T], positions [T], meta, kv_caches, output_rows, capture=None) -> hidden [N, H]``; then
+    ``compute_logits``. ``capture`` (a HiddenCapture) also keeps the hidden states of some rows at some layers.
 
     Other families whose forward pass has this shape subclass it and override the hooks: ``make_layer``,
     ``embed``, ``final_norm``, ``compute_logits`` and ``_checkpoint_targets`` (models/gemma2.py, models/phi3.py).
