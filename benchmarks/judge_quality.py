@@ -1,14 +1,20 @@
-"""How well each judge method agrees with the hand-labelled sets, leaving each domain out: the README's table.
+"""How well each judge method agrees with the hand-labelled sets, on domains it was not fitted on: the README's table.
 
-    python benchmarks/judge_quality.py [--model NAME|PATH] [--method NAME ...] [--json FILE] [--verdict-cache DB]
+    python benchmarks/judge_quality.py [--model NAME|PATH] [--method NAME ...] [--head] [--split FILE|none]
+                                       [--json FILE] [--verdict-cache DB] [--write-calibration]
 
 For every labelled set under examples/labels/ (one domain each: its labels.jsonl, graded with the rubric.yaml
-beside it, or examples/<domain>/rubric.yaml for the two example rubrics), every method of the registry grades
-every labelled trajectory with the embedded judge and its identity calibration (raw scores). Then, per method:
-- held-out domain: the calibration (scale, offset) fitted on all other domains, applied to the held-out one;
-  this is what a rubric from a new domain gets, and the headline figure;
-- in-sample: fitted on every domain at once (optimistic);
-- as shipped: the method's built-in calibration (fitted in-sample on these labels, so also optimistic).
+beside it, or examples/<domain>/rubric.yaml for the two example rubrics), every method asked grades every
+labelled trajectory with the embedded judge and its identity calibration (raw scores). Then, per method, with the
+fixed split (examples/labels/split.yaml, the default):
+- held-out domains: the calibration (scale, offset) fitted on the training domains, applied to the held-out ones;
+  the headline figure;
+- train, one domain out: over the training domains, each one's calibration fitted on the other training domains;
+- as shipped: the calibration shipped for the model (rubrics/judges/calibrations/), identity outside the catalog.
+With --split none, the older report: each domain left out in turn over every domain, and in-sample.
+--head: the verdict head (rubric judge-train) trained on the training domains' labels only (layer and weight decay
+chosen leaving training domains out), measured on the held-out domains, with 50, 200 and all training labels (the
+learning curve). Its features come from one pass of the choice prompt, which gives the choice method's figures too.
 Figures are split by label difficulty (clear: the evidence plainly decides; hard: needs inference). AUC is the
 share of (met, unmet) pairs of labels where the met one gets the higher probability (ties half). "pairs" is
 the share of same-item pairs of clear labels, one met and one unmet, where the met one gets the higher
@@ -42,6 +48,13 @@ def labelled_sets() -> list[tuple[Path, Path]]:
     return sets
 
 
+def load_labelled() -> list[tuple[list, object]]:
+    from rubrics import judge_eval as je
+    from rubrics.rubric.load import load_rubric
+
+    return [(je.load_labels(labels), load_rubric(rubric)) for labels, rubric in labelled_sets()]
+
+
 def judge_all(method: str, llm, model: str | None, cache_path: str | None) -> list:
     from rubrics import judge_eval as je
     from rubrics.judges.embedded import EmbeddedJudge
@@ -63,13 +76,79 @@ def judge_all(method: str, llm, model: str | None, cache_path: str | None) -> li
     return judged
 
 
-def summarise(method: str, llm, model: str | None, cache_path: str | None) -> dict:
+def summarise(method: str, judged: list, split, shipped: dict) -> dict:
+    """shipped: the model's shipped calibrations {method: Calibration} (none outside the catalog)."""
     from rubrics import judge_eval as je
+    from rubrics.judges.methods import IDENTITY
 
-    judged = judge_all(method, llm, model, cache_path)
-    report = je.domain_report(method, judged)
-    report["as_shipped"] = je.summary(je.as_shipped(judged, method))
+    report = je.split_report(method, judged, split) if split is not None else je.domain_report(method, judged)
+    report["as_shipped"] = je.summary(je.recalibrated(judged, shipped.get(method, IDENTITY)))
     return report
+
+
+def shipped_calibrations(model: str | None, llm) -> dict:
+    from rubrics.judges.embedded import embedded_identity
+    from rubrics.judges.judge_models import shipped_calibration
+
+    shipped = shipped_calibration(embedded_identity(model, llm))
+    return dict(shipped.calibrations) if shipped is not None else {}
+
+
+def head_report(llm, model: str | None, split) -> tuple[dict, dict]:
+    """The head trained on the training domains (with 50, 200 and all their labels), measured on the held-out
+    domains; and the choice method's report from the same pass."""
+    import random
+
+    from rubrics import judge_eval as je
+    from rubrics.judge_eval import head_training as ht
+    from rubrics.judges.embedded import EmbeddedJudge
+    from rubrics.judges.logistic import sigmoid
+    from rubrics.judges.verdict_head import HeadProbe
+
+    layers = ht.candidate_layers(llm.num_layers)
+    judge = EmbeddedJudge(model, method="head", head=HeadProbe(layers), llm=llm)
+    examples, left_out = ht.extract_examples(load_labelled(), judge)
+    train = [e for e in examples if e.label.domain in split.train]
+    held = [e for e in examples if e.label.domain in split.held_out]
+    choice = [je.Judged(e.label, sigmoid(e.choice_raw), None) for e in examples]
+    curve = {}
+    ordered = sorted(train, key=lambda e: e.label.source)
+    for size in (50, 200, len(train)):
+        if size > len(train):
+            continue
+        chosen = ordered if size == len(train) else random.Random(size).sample(ordered, size)
+        selection = ht.select_and_fit(chosen, layers)
+        probabilities = ht.head_probabilities(selection.fit, held, layers)
+        curve[str(size) if size < len(train) else "all"] = {
+            "labels": size, "layer": selection.fit.layer, "weight_decay": selection.fit.weight_decay,
+            "held_out": je.summary([je.Judged(e.label, p, None) for e, p in zip(held, probabilities)])}
+    probabilities = ht.head_probabilities(selection.fit, held, layers)   # the last fit: on all training labels
+    by_domain = {}
+    for e, p in zip(held, probabilities):
+        by_domain.setdefault(e.label.domain, []).append(je.Judged(e.label, p, None))
+    curve["all"]["held_out"]["per_domain"] = {d: je.summary(js) for d, js in by_domain.items()}
+    report = {"held_out": curve["all"]["held_out"], "learning_curve": curve, "layers": list(layers),
+              "left_out": left_out}
+    return report, summarise("choice", choice, split, shipped_calibrations(model, llm))
+
+
+def blocks(report: dict) -> list[tuple[str, dict]]:
+    """The report's figures, headline first, as (title, summary) pairs."""
+    if "learning_curve" in report:   # the head
+        return [(f"trained on {c['labels']} train labels" if name != "all" else "trained on train domains",
+                 c["held_out"]) for name, c in reversed(report["learning_curve"].items())]
+    if "held_out" in report:         # a method, on the split
+        return [("held-out domains", report["held_out"]),
+                ("train, one domain out", report["train"]["leave_one_domain_out"]),
+                ("as shipped", report["as_shipped"])]
+    return [("held-out domain", report["leave_one_domain_out"]), ("in-sample", report["in_sample"]),
+            ("as shipped", report["as_shipped"])]
+
+
+def per_domain_blocks(report: dict) -> dict[str, dict]:
+    if "held_out" in report:
+        return report["held_out"]["per_domain"]
+    return report["leave_one_domain_out"]["per_domain"]
 
 
 def table(reports: dict[str, dict]) -> str:
@@ -79,29 +158,35 @@ def table(reports: dict[str, dict]) -> str:
     lines = ["| method | calibration | labels | n | accuracy | balanced acc. | AUC | kappa | Brier | clear pairs ranked |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for method, report in reports.items():
-        blocks = (("held-out domain", report["leave_one_domain_out"]), ("in-sample", report["in_sample"]),
-                  ("as shipped", report["as_shipped"]))
-        for title, block in blocks:
+        for title, block in blocks(report):
             for difficulty in ("clear", "hard"):
                 a = block["by_difficulty"][difficulty]
                 pairs = cell(block["clear_pairs_ranked"]) if difficulty == "clear" else ""
                 lines.append(f"| {method} | {title} | {difficulty} | {a['n']} | {cell(a['accuracy'])} | "
-                             f"{cell(a['balanced_accuracy'])} | {cell(a.get('auc'))} | {cell(a['kappa'])} | {cell(a['brier'])} | {pairs} |")
+                             f"{cell(a['balanced_accuracy'])} | {cell(a.get('auc'))} | {cell(a['kappa'])} | "
+                             f"{cell(a['brier'])} | {pairs} |")
     return "\n".join(lines)
 
 
 def per_domain(reports: dict[str, dict]) -> str:
     methods = list(reports)
-    domains = list(next(iter(reports.values()))["leave_one_domain_out"]["per_domain"])
+    domains = list(per_domain_blocks(next(iter(reports.values()))))
     lines = ["| held-out domain (clear labels, balanced acc.) | " + " | ".join(methods) + " |",
              "|---|" + "---|" * len(methods)]
     for domain in domains:
         cells = []
         for method in methods:
-            a = reports[method]["leave_one_domain_out"]["per_domain"][domain]["by_difficulty"]["clear"]
-            cells.append("-" if a["balanced_accuracy"] is None else f"{a['balanced_accuracy']:.2f}")
+            a = per_domain_blocks(reports[method]).get(domain, {}).get("by_difficulty", {}).get("clear", {})
+            cells.append("-" if a.get("balanced_accuracy") is None else f"{a['balanced_accuracy']:.2f}")
         lines.append(f"| {domain} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def report_speed(report: dict, what: str, started: float, total: int) -> None:
+    seconds = time.perf_counter() - started
+    report["speed"] = {"seconds": seconds, "judgments_per_second": total / seconds}
+    print(f"{what}: judged in {seconds:.0f}s, {total / seconds:.2f} judgments/s, peak RSS {peak_rss_gib():.2f} GiB, "
+          f"load average {os.getloadavg()[0]:.1f}", flush=True)
 
 
 def main() -> None:
@@ -110,17 +195,25 @@ def main() -> None:
     from judge_engine import LLM
     from rubrics.judges.embedded import engine_defaults
     from rubrics.judges.judge_models import default_judge_model
+    from rubrics import judge_eval as je
     from rubrics.judges.methods import METHOD_NAMES
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--method", action="append", choices=METHOD_NAMES, help="default: every method")
+    zero_shot = [m for m in METHOD_NAMES if m != "head"]   # the head is trained: --head
+    parser.add_argument("--method", action="append", choices=zero_shot, help="default: every zero-shot method")
     parser.add_argument("--model", help="a catalog name (rubric model list) or a local .gguf / HF folder; default: "
                                          "the default judge model")
     parser.add_argument("--json", help="also write the full reports here")
     parser.add_argument("--write-calibration", action="store_true",
-                        help="write each method's fit on every domain into the model's shipped calibration file "
+                        help="write each method's fit (on the split's training domains; without the split, on every "
+                             "domain) into the model's shipped calibration file "
                              "(rubrics/judges/calibrations/<catalog name>.json, other methods' entries kept) and its "
                              "held-out figures into rubrics/judges/calibrations/quality.json")
+    parser.add_argument("--split", default=str(LABELS / "split.yaml"),
+                        help="the fixed split of domains (default: examples/labels/split.yaml); none: leave each "
+                             "domain out in turn over every domain")
+    parser.add_argument("--head", action="store_true",
+                        help="also train a verdict head on the training domains and measure it on the held-out ones")
     parser.add_argument("--verdict-cache", metavar="DB",
                         help="keep the raw verdicts in this sqlite file, so that a rerun reads them back (its "
                              "judgments/s then measure the cache, not the model)")
@@ -132,14 +225,20 @@ def main() -> None:
     print(f"{len(labelled_sets())} domains, {total} labels, judge model {model} "
           f"({llm.model_path.name}, {llm.dtype}), {torch.get_num_threads()} threads, "
           f"load average {os.getloadavg()[0]:.1f}")
+    split = None if args.split == "none" else je.load_split(args.split)
     reports = {}
-    for method in args.method or METHOD_NAMES:
+    for method in args.method or zero_shot:
         started = time.perf_counter()
-        reports[method] = summarise(method, llm, model, args.verdict_cache)
-        seconds = time.perf_counter() - started
-        reports[method]["speed"] = {"seconds": seconds, "judgments_per_second": total / seconds}
-        print(f"{method}: judged in {seconds:.0f}s, {total / seconds:.2f} judgments/s, peak RSS "
-              f"{peak_rss_gib():.2f} GiB, load average {os.getloadavg()[0]:.1f}", flush=True)
+        reports[method] = summarise(method, judge_all(method, llm, model, args.verdict_cache), split,
+                                    shipped_calibrations(model, llm))
+        report_speed(reports[method], method, started, total)
+    if args.head:
+        if split is None:
+            parser.error("--head needs the split (its head is trained on the training domains)")
+        started = time.perf_counter()
+        reports["head"], choice = head_report(llm, model, split)
+        reports.setdefault("choice", choice)
+        report_speed(reports["head"], "head (features; choice from the same pass)", started, total)
     print()
     print(table(reports))
     print()
@@ -151,8 +250,9 @@ def main() -> None:
 
 
 def write_calibration(model: str, llm, reports: dict[str, dict]) -> None:
-    """The fits on every shipped label (in-sample: the only fit a shipped model can have until labels of its own
-    are split off) into the model's calibration file; the held-out figures into quality.json."""
+    """Each method's fit into the model's calibration file: on the training domains of the split (without the
+    split: on every label, in-sample); the headline held-out figures into quality.json. The head is not a
+    calibration: it is written by rubric judge-train."""
     from rubrics.judges.calibration_file import CalibrationFile, load_calibration_file
     from rubrics.judges.embedded import embedded_identity
     from rubrics.judges.judge_models import CALIBRATIONS, DEFAULT_JUDGE_MODEL, JUDGE_MODELS, catalog_name_of
@@ -163,22 +263,30 @@ def write_calibration(model: str, llm, reports: dict[str, dict]) -> None:
     name = catalog_name_of(identity)
     if name is None:
         raise SystemExit(f"{model}: not a catalog model; fit its calibration with rubric judge-eval --fit-calibration")
+    reports = {method: r for method, r in reports.items() if method != "head"}
     path = CALIBRATIONS / f"{name}.json"
     kept = dict(load_calibration_file(path).calibrations) if path.is_file() else {}
-    fits = {method: Calibration(round(r["in_sample"]["fits"][method]["scale"], 4),
-                                round(r["in_sample"]["fits"][method]["offset"], 4)) for method, r in reports.items()}
+
+    def fitted(method: str, report: dict) -> Calibration:
+        fit = (report["held_out"] if "held_out" in report else report["in_sample"])["fits"][method]
+        return Calibration(round(fit["scale"], 4), round(fit["offset"], 4))
+
+    fits = {method: fitted(method, r) for method, r in reports.items()}
     CalibrationFile(identity, {**kept, **fits}).write(path)
     table = quality_table() or {"about": "benchmarks/judge_quality.py --write-calibration: balanced accuracy with "
                                          "the calibration fitted on the other domains (leave one domain out)",
                                 "default": DEFAULT_JUDGE_MODEL, "models": {}}
     entry = table["models"].setdefault(name, {"methods": {}})
     for method, report in reports.items():
-        held_out = report["leave_one_domain_out"]["by_difficulty"]
+        headline = report["held_out"] if "held_out" in report else report["leave_one_domain_out"]
+        held_out = headline["by_difficulty"]
         entry["methods"][method] = {
+            "measured_on": "held-out domains of examples/labels/split.yaml" if "held_out" in report
+            else "each domain left out in turn",
             "clear_balanced_accuracy": held_out["clear"]["balanced_accuracy"],
             "hard_balanced_accuracy": held_out["hard"]["balanced_accuracy"],
             "clear_auc": held_out["clear"]["auc"], "hard_auc": held_out["hard"]["auc"],
-            "clear_pairs_ranked": report["leave_one_domain_out"]["clear_pairs_ranked"],
+            "clear_pairs_ranked": headline["clear_pairs_ranked"],
             "brier": held_out["all"]["brier"]}
     best = JUDGE_MODELS[name].method
     if best in entry["methods"]:

@@ -80,6 +80,9 @@ def register(subparsers) -> None:
     parser.add_argument("--calibration", metavar="FILE",
                         help="calibration file from `rubric judge-eval --fit-calibration --write`; overrides the "
                              "rubric's judge: calibration; refused when made for another model, layout or method")
+    parser.add_argument("--head", metavar="FILE",
+                        help="verdict head from `rubric judge-train`, for --method head (and items of method head); "
+                             "overrides the rubric's judge: head; refused when trained for another model or layout")
     parser.add_argument("--format", choices=FORMATS, default="table")
     parser.add_argument("--output", "-o", metavar="FILE", help="write results here instead of stdout")
     parser.add_argument("--verbose", "-v", action="store_true", help="table: one row per item too")

@@ -25,6 +25,7 @@ def register(subparsers) -> None:
     parser.add_argument("--method", choices=METHOD_NAMES, help="verdict method for items naming none")
     parser.add_argument("--quantization", choices=("int8",),
                         help="embedded judge: int8 linear maps (a calibration fitted so is recorded as int8)")
+    parser.add_argument("--head", metavar="FILE", help="verdict head from `rubric judge-train`, for --method head")
     parser.add_argument("--panel-member", action="append", default=[], metavar="MEMBER",
                         help="evaluate a panel instead of one judge, once per member (embedded, embedded:METHOD or "
                              "openai:URL:MODEL); reports the members' agreement (Fleiss' kappa) and each member's "

@@ -11,8 +11,8 @@ import argparse
 import importlib
 import sys
 
-COMMAND_MODULES = ["grade", "lint", "schema", "tasks", "calibrate", "split", "report", "judge_eval", "model", "serve",
-                   "importer", "view"]
+COMMAND_MODULES = ["grade", "lint", "schema", "tasks", "calibrate", "split", "report", "judge_eval", "judge_train",
+                   "model", "serve", "importer", "view"]
 
 
 def build_parser() -> argparse.ArgumentParser:

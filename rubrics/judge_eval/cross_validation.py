@@ -109,3 +109,21 @@ def domain_report(method: str, judged: Sequence[Judged]) -> dict[str, Any]:
                 domain: {**summary([j for j in held_out if j.label.domain == domain]),
                          "fits": {method: asdict(domain_fit)}}
                 for domain, domain_fit in fold_fits.items()}}}
+
+
+def split_report(method: str, judged: Sequence[Judged], split: Any) -> dict[str, Any]:
+    """The headline of a fixed split (rubrics.judge_eval.split.LabelSplit): the method's calibration fitted on the
+    training domains, applied to the held-out domains (figures by difficulty and per held-out domain); beside it,
+    leaving each training domain out over the training domains."""
+    from dataclasses import asdict
+
+    train = [j for j in judged if j.label.domain in split.train]
+    held = [j for j in judged if j.label.domain in split.held_out]
+    if not train or not held:
+        raise ValueError("a split report needs labels in training and in held-out domains")
+    fit = fit_calibration(train)
+    held_out = recalibrated(held, fit)
+    domains = list(dict.fromkeys(j.label.domain for j in held))
+    return {"held_out": {**summary(held_out), "fits": {method: asdict(fit)},
+                         "per_domain": {d: summary([j for j in held_out if j.label.domain == d]) for d in domains}},
+            "train": domain_report(method, train)}

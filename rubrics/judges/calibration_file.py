@@ -194,7 +194,12 @@ def as_calibration_file(calibration: str | Path | CalibrationFile | Mapping) -> 
 def rubric_calibration_path(rubric: Any) -> Path | None:
     """The path in the rubric's `judge: {calibration: PATH}`, relative to the rubric file (to the working directory
     for a rubric not read from a file); None when it names none."""
-    name = getattr(getattr(rubric, "judge", None), "calibration", None)
+    return rubric_file_path(rubric, getattr(getattr(rubric, "judge", None), "calibration", None))
+
+
+def rubric_file_path(rubric: Any, name: str | None) -> Path | None:
+    """A file the rubric names (its `judge:` calibration or head), relative to the rubric file (to the working
+    directory for a rubric not read from a file); None for no name."""
     if not name:
         return None
     path = Path(name).expanduser()

@@ -22,6 +22,7 @@ from rubrics.judges.methods import Calibration, JudgeMethod, JudgeMethods, Promp
 from rubrics.judges.prompt.ids import BuiltPrompt, PromptBuilder, PromptError, PromptRequest
 from rubrics.judges.protocol import JudgeRequest, Verdict
 from rubrics.judges.usage import JudgeUsage
+from rubrics.judges.verdict_head import judge_head
 
 
 @dataclass
@@ -47,6 +48,7 @@ class PlannedRequest:
 class ScoreJob:
     prompt: tuple[int, ...]
     choices: tuple[tuple[int, ...], ...]
+    hidden_layers: tuple[int, ...] = ()   # hidden states asked at the prompt's last token
 
 
 class EmbeddedJudge:
@@ -61,6 +63,8 @@ class EmbeddedJudge:
     prompt layout, or (method given) another method. Without one, a catalog model uses the calibration shipped for
     it, and any other model the identity calibration (with an UncalibratedJudgeWarning). calibrations: {method
     name: Calibration} replacing those.
+    head: a verdict head (`rubric judge-train`): its path or a loaded rubrics.judges.verdict_head.VerdictHead, for
+    the head method; refused (HeadFileError) when trained for another model or prompt layout.
     llm: an already loaded judge_engine.LLM to share (tests, benchmarks); engine_options go to LLM otherwise.
     sample_temperature, sample_seed: how reasoned items with `samples` above 1 draw their rationales (rationale i
     of a prompt uses seed sample_seed + i, so a prompt always gets the same rationales and verdict-cache entries
@@ -74,7 +78,8 @@ class EmbeddedJudge:
     concurrent_calls: int = 4
 
     def __init__(self, model: str | None = None, *, method: str | None = None, calibration: Any = None,
-                 calibrations: Mapping[str, Calibration] | None = None, llm: Any = None, **engine_options: Any):
+                 calibrations: Mapping[str, Calibration] | None = None, head: Any = None, llm: Any = None,
+                 **engine_options: Any):
         from rubrics.judges.judge_models import UNCATALOGUED_METHOD, default_judge_model, judge_model_of, \
             shipped_calibration, warn_uncalibrated
 
@@ -85,16 +90,19 @@ class EmbeddedJudge:
         self._identity: ModelIdentity | None = None
         identity = self.identity()
         known = judge_model_of(identity)
+        self.head = judge_head(head, identity)
         self.method = method or (known.method if known is not None else UNCATALOGUED_METHOD)
         shipped = shipped_calibration(identity) if known is not None else None
-        if calibration is None and not calibrations and (shipped is None or self.method not in shipped.calibrations):
+        if calibration is None and not calibrations and self.method != "head" \
+                and (shipped is None or self.method not in shipped.calibrations):
             warn_uncalibrated(self.model, identity, self.method if shipped is not None else None)
-        JudgeMethods().named(self.method)   # an unknown name fails here, before any file is read or model loaded
+        # an unknown name (or the head method without a head) fails here, before any file is read or model loaded
+        JudgeMethods(head=self.head).named(self.method)
         if calibration is not None:
             self.calibration_file, chosen = judge_calibrations(calibration, calibrations, identity, method)
         else:   # the shipped calibration is the model's own, not a file the user chose
             self.calibration_file, chosen = None, {**(shipped.calibrations if shipped else {}), **(calibrations or {})}
-        self.methods = JudgeMethods(chosen)
+        self.methods = JudgeMethods(chosen, self.head)
         self._builder: PromptBuilder | None = None
         self.name = f"embedded:{identity.name if known is not None or self.model is None else self.model}"
         self.last_cut_tokens = 0  # evidence tokens truncated in the last judge() call
@@ -167,6 +175,7 @@ class EmbeddedJudge:
             "numerics": [self.llm.dtype, self.llm.device, *([q] if (q := getattr(self.llm, "quantization", None))
                                                              else [])],
             "calibration": [p.method.calibration.scale, p.method.calibration.offset],
+            **({"head": self.head.digest} if p.method.name == "head" else {}),
             "threshold": p.request.item.threshold,
             "reasoning": None if self._reasoning(p) is None else [self._reasoning(p).max_tokens,
                                                                    self._reasoning(p).follow_up,
@@ -188,7 +197,18 @@ class EmbeddedJudge:
         if self.progress is not None:  # the model is ready: judging starts now (the CLI times it from here)
             self.progress(0, len(requests), self.llm.stats())
         self._generate_rationales(planned)
-        return self._verdicts(planned)
+        scores = self._score(planned)
+        return [self._verdict(p, self._scored_prompts(p, scores)) for p in planned]
+
+    def measure(self, requests: Sequence[JudgeRequest]) -> list[list[ScoredPrompt] | str]:
+        """What each request's method measured, before it becomes a verdict: the scored prompts (one list per
+        rationale drawn in reasoned mode, the first here), or why the request could not be judged. Training a
+        verdict head reads the hidden states from here."""
+        planned = self.build_prompts(requests)
+        self._generate_rationales(planned)
+        scores = self._score(planned)
+        measured = [self._scored_prompts(p, scores) for p in planned]
+        return [m if isinstance(m, str) else m[0] for m in measured]
 
     # -- reasoned mode ------------------------------------------------------------------------------------
     def _generate_rationales(self, planned: list[PlannedRequest]) -> None:
@@ -228,7 +248,8 @@ class EmbeddedJudge:
         return planned.specs[-1].reasoning
 
     # -- scoring ------------------------------------------------------------------------------------------
-    def _verdicts(self, planned: list[PlannedRequest]) -> list[Verdict]:
+    def _score(self, planned: list[PlannedRequest]) -> list[Any]:
+        """Every prompt of every request in one engine batch; the result per score job (p.jobs index it)."""
         jobs: list[ScoreJob] = []
         weights: list[int] = []  # judgments each job completes (for the progress bar)
         first_asked: list[PlannedRequest] = []  # whose usage a job's tokens count in (shared jobs count once)
@@ -254,28 +275,39 @@ class EmbeddedJudge:
                     if reasoning is not None:
                         with self._lock:
                             ids = ids + self.builder.follow_up(rationale, reasoning.follow_up)
-                    job = ScoreJob(tuple(ids), tuple(map(tuple, prompt.choices)))
+                    job = ScoreJob(tuple(ids), tuple(map(tuple, prompt.choices)), p.specs[position].hidden_layers)
                     last = position == len(p.prompts) - 1 and number == len(rationales)
                     p.jobs.append(submit(job, 1 if last else 0, p))
         scores = score_jobs(self.llm, jobs, weights, self.progress)
         for asker, scored in zip(first_asked, scores):
             if not isinstance(scored, str):
                 asker.usage += JudgeUsage.from_engine(scored.usage)
-        return [self._verdict(p, scores) for p in planned]
+        return scores
 
-    def _verdict(self, planned: PlannedRequest, scores: list) -> Verdict:
+    def _scored_prompts(self, planned: PlannedRequest, scores: list) -> list[list[ScoredPrompt]] | str:
+        """The request's scored prompts, one list per rationale (one list outside reasoned mode), or its error."""
         if planned.error is not None:
-            return Verdict(met=None, probability=None, error=planned.error, usage=planned.usage)
+            return planned.error
         failure = next((scores[j] for j in planned.jobs if isinstance(scores[j], str)), None)
         if failure is not None:
-            return Verdict(met=None, probability=None, error=f"engine could not score the prompt: {failure}",
-                           usage=planned.usage)
-        size, item = len(planned.prompts), planned.request.item
+            return f"engine could not score the prompt: {failure}"
+        size = len(planned.prompts)
+        return [[ScoredPrompt(tuple(scores[j].logprobs), tuple(map(len, prompt.choices)), rationale,
+                              answer_position_states(scores[j]))
+                 for j, prompt in zip(planned.jobs[start:start + size], planned.prompts)]
+                for start, rationale in zip(range(0, len(planned.jobs), size),
+                                            planned.rationales or [planned.rationale])]
+
+    def _verdict(self, planned: PlannedRequest, measured: list[list[ScoredPrompt]] | str) -> Verdict:
+        if isinstance(measured, str):
+            return Verdict(met=None, probability=None, error=measured, usage=planned.usage)
+        item = planned.request.item
         verdicts = []
-        for start, rationale in zip(range(0, len(planned.jobs), size), planned.rationales or [planned.rationale]):
-            scored = [ScoredPrompt(tuple(scores[j].logprobs), tuple(map(len, prompt.choices)), rationale)
-                      for j, prompt in zip(planned.jobs[start:start + size], planned.prompts)]
-            verdicts.append(planned.method.verdict(item, scored))
+        for scored in measured:
+            try:
+                verdicts.append(planned.method.verdict(item, scored))
+            except ValueError as exc:   # a head that does not fit the model's states: this item's error alone
+                return Verdict(met=None, probability=None, error=str(exc), usage=planned.usage)
         if len(verdicts) == 1:
             return replace(verdicts[0], usage=planned.usage)
         # self-consistency: the rationales' mean probability decides; the first rationale is the one shown
@@ -312,6 +344,12 @@ def model_config_sha256(path: Any) -> str | None:
     return hashlib.sha256(config.read_bytes()).hexdigest() if config.is_file() else None
 
 
+def answer_position_states(scored: Any) -> Any:
+    """[layers, hidden size] at the prompt's last token (the only position the judge asks), None when none asked."""
+    states = getattr(scored, "hidden_states", None)
+    return None if states is None else states[0]
+
+
 def score_jobs(llm: Any, jobs: list[ScoreJob], weights: list[int], progress: Any = None) -> list[Any]:
     """All jobs in one LLM.score batch; each result is a judge_engine Scored (the choices' log-probabilities and
     the tokens it cost) or the engine's reason (a str).
@@ -319,8 +357,6 @@ def score_jobs(llm: Any, jobs: list[ScoreJob], weights: list[int], progress: Any
     weights[i]: how many judgments job i completes, for progress(done, total, engine stats)."""
     if not jobs:
         return []
-    from judge_engine import ScoreError
-
     total, done = sum(weights), 0
 
     def scored(index: int) -> None:
@@ -329,9 +365,25 @@ def score_jobs(llm: Any, jobs: list[ScoreJob], weights: list[int], progress: Any
         if progress is not None:
             progress(done, total, llm.stats())
 
+    results: list[Any] = [None] * len(jobs)
+    groups: dict[tuple[int, ...], list[int]] = {}   # one engine call per set of hidden layers asked (mostly one)
+    for index, job in enumerate(jobs):
+        groups.setdefault(job.hidden_layers, []).append(index)
+    for layers, indexes in groups.items():
+        for index, result in zip(indexes, _score_group(llm, [jobs[i] for i in indexes], layers,
+                                                       lambda i, indexes=indexes: scored(indexes[i]))):
+            results[index] = result
+    return results
+
+
+def _score_group(llm: Any, jobs: list[ScoreJob], layers: tuple[int, ...], on_scored: Any) -> list[Any]:
+    from judge_engine import ScoreError
+
+    hidden = {"hidden_layers": layers} if layers else {}
     try:
         results = llm.score_with_usage([list(job.prompt) for job in jobs],
-                                       [[list(c) for c in job.choices] for job in jobs], on_scored=scored)
+                                       [[list(c) for c in job.choices] for job in jobs], on_scored=on_scored,
+                                       **hidden)
     except ScoreError as exc:  # every job failed: LLM.score raises the first reason instead of returning them
         return [exc.message] * len(jobs)
     except Exception as exc:  # noqa: BLE001 - an engine failure mid-batch makes every item an error, none raises

@@ -41,19 +41,21 @@ class JudgeSpec:
     combine: str = DEFAULT_COMBINE
     cache: Any = field(default=None, hash=False)
     options: Mapping[str, Any] | None = field(default=None, hash=False)
+    head: Any = field(default=None, hash=False)   # a verdict head (path or VerdictHead) for the embedded judge
 
     @classmethod
     def from_rubric(cls, rubric: Any) -> JudgeSpec:
         """The judge a rubric's `judge:` section asks for: its panel when it has one, else the embedded judge;
         either with its `judge: {calibration: PATH}` (relative to the rubric file; loaded when the judge is
         built)."""
-        from rubrics.judges.calibration_file import rubric_calibration_path
+        from rubrics.judges.calibration_file import rubric_calibration_path, rubric_file_path
 
         panel = getattr(getattr(rubric, "judge", None), "panel", None)
         calibration = rubric_calibration_path(rubric)
+        head = rubric_file_path(rubric, getattr(getattr(rubric, "judge", None), "head", None))
         if panel is None:
-            return cls("embedded", calibration=calibration)
-        return cls("panel", members=tuple(panel.members), combine=panel.combine, calibration=calibration)
+            return cls("embedded", calibration=calibration, head=head)
+        return cls("panel", members=tuple(panel.members), combine=panel.combine, calibration=calibration, head=head)
 
     @classmethod
     def from_args(cls, args: Any, rubric: Any = None) -> JudgeSpec:
@@ -65,7 +67,8 @@ class JudgeSpec:
         rubric's, else mean_logit. calibration: --calibration FILE, else the rubric's `judge: calibration`
         (relative to the rubric file), loaded now (the embedded judge's shipped one when neither names a file);
         none is loaded for --judge none. cache: the verdict cache (--cache PATH, else the default file) for a
-        command with --no-cache, unless it is given. --model, --method, --quantization and --base-url as given.
+        command with --no-cache, unless it is given. head: --head FILE, else the rubric's `judge: head` (relative to
+        the rubric file). --model, --method, --quantization and --base-url as given.
         Raises ValueError (CalibrationFileError for a calibration file that cannot be read)."""
         from rubrics.judges.calibration_file import load_calibration_file
 
@@ -91,7 +94,8 @@ class JudgeSpec:
         return cls(kind, model=flag("model"), method=flag("method"), quantization=flag("quantization"),
                    base_url=flag("base_url"), calibration=calibration,
                    members=tuple(flag("panel_member") or defaults.members),
-                   combine=flag("panel_combine") or defaults.combine, cache=cache)
+                   combine=flag("panel_combine") or defaults.combine, cache=cache,
+                   head=flag("head") or defaults.head)
 
 
 def build_judge(spec: JudgeSpec) -> Any:
@@ -116,7 +120,7 @@ def build_judge(spec: JudgeSpec) -> Any:
 def _keywords(spec: JudgeSpec, *names: str) -> dict[str, Any]:
     """The constructor keywords of the spec's fields that are set (a calibration even when falsy)."""
     given = {name: getattr(spec, name) for name in names if getattr(spec, name)}
-    for name in ("calibration", "calibrations"):
+    for name in ("calibration", "calibrations", "head"):
         if getattr(spec, name) is not None:
             given[name] = getattr(spec, name)
     return {**given, **(spec.options or {})}
@@ -160,7 +164,7 @@ def _panel(spec: JudgeSpec) -> Any:
         if member.kind == "embedded":
             if embedded is None:
                 embedded = build_judge(JudgeSpec("embedded", model=spec.model, calibration=spec.calibration,
-                                                 cache=spec.cache))
+                                                 cache=spec.cache, head=spec.head))
             members.append(PanelMember(embedded, member.method, label=member.text))
         else:
             judge = build_judge(JudgeSpec("openai", base_url=member.base_url, model=member.model, cache=spec.cache))

@@ -27,8 +27,8 @@ import httpx
 
 from rubrics.judges.prompt import prompts
 from rubrics.judges.calibration_file import CalibrationFileError, ModelIdentity, judge_calibrations
-from rubrics.judges.methods import DEFAULT_HTTP_METHOD, Calibration, JudgeMethod, JudgeMethods, PromptSpec, \
-    ScoredPrompt
+from rubrics.judges.methods import DEFAULT_HTTP_METHOD, METHOD_CLASSES, Calibration, JudgeMethod, JudgeMethods, \
+    PromptSpec, ScoredPrompt, method_name_for
 from rubrics.judges.openai_http import JudgeHTTPError, RetryPolicy, get_json, post_json
 from rubrics.judges.protocol import JudgeItem, JudgeRequest, Verdict
 from rubrics.judges.usage import JudgeUsage
@@ -112,11 +112,18 @@ class OpenAIJudge:
         self.calibration_file, chosen = judge_calibrations(
             calibration, calibrations, self.identity() if model is not None else None, method)
         self.methods = JudgeMethods(chosen if self._explicit else shipped_calibrations(model))
-        if not self.methods.named(self.method).over_http:
+        if not self._runs_over_http(self.method):
             raise ValueError(f"method: {self.method!r} needs prompt log-probabilities, which OpenAI-compatible chat "
                              "servers do not return")
         key = api_key or api_key_from_environment()
         self._headers = {"Authorization": f"Bearer {key}"} if key else {}
+
+    def _runs_over_http(self, name: str) -> bool:
+        """Whether a chat server can run the method (known by its class, before it is made); ValueError for an
+        unknown name."""
+        if name not in METHOD_CLASSES:
+            self.methods.named(name)   # raises the registry's error, with the known names
+        return METHOD_CLASSES[name].over_http
 
     def identity(self) -> ModelIdentity | None:
         """The served model's name (no weights hash: a server does not say it); None until it is known."""
@@ -195,13 +202,15 @@ class OpenAIJudge:
                          request: JudgeRequest) -> Verdict:
         item = request.item
         try:
-            method = self.methods.for_item(item, self.method)
+            over_http = self._runs_over_http(method_name_for(item, self.method))
+            method = self.methods.for_item(item, self.method) if over_http else None
         except ValueError as exc:   # a request naming no registered method: its own error, not the batch's
             return Verdict(met=None, probability=None, error=str(exc))
-        if not method.over_http:
+        if method is None:
             return Verdict(met=None, probability=None, error=(
-                f"method {method.name!r} needs prompt log-probabilities, which OpenAI-compatible chat servers do "
-                f"not return; use a method that runs over HTTP (choice) with --judge openai, or the embedded judge"))
+                f"method {method_name_for(item, self.method)!r} needs prompt log-probabilities, which "
+                "OpenAI-compatible chat servers do not return; use a method that runs over HTTP (choice) with "
+                "--judge openai, or the embedded judge"))
         specs = method.prompts(item)
         spent: list[JudgeUsage] = []   # each answered call's usage, as the server reported it
         try:

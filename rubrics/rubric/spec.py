@@ -94,6 +94,11 @@ class JudgeDefaults(_Strict):
     panel: PanelSpec | None = Field(
         None, description="Grade judge items with a panel: the judge `rubric grade` (without --judge) and score() "
                           "(without a judge) build.")
+    head: StrictStr | None = Field(
+        None, min_length=1,
+        description="A verdict head file (`rubric judge-train`), relative to the rubric file: the head of the embedded "
+                    "judge that `rubric grade` (without --head) and score() build, read by items of method head. "
+                    "Refused when trained for another model or prompt layout.")
 
 
 class JudgeExampleSpec(_Strict):

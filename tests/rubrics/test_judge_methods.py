@@ -15,8 +15,10 @@ from rubrics.judges.methods import choice
 from rubrics.judges.openai import OpenAIJudge
 from rubrics.judges.prompt.prompts import Piece
 from rubrics.judges.protocol import EvidenceBlock, JudgeContext, JudgeItem, JudgeRequest
+from rubrics.judges.verdict_head import HeadProbe
 from rubrics.rubric.spec import JudgeOptions
 
+PROBE = HeadProbe((1,))
 LOCAL_ONLY = [name for name, cls in METHOD_CLASSES.items() if not cls.over_http]
 OVER_HTTP = [name for name, cls in METHOD_CLASSES.items() if cls.over_http]
 
@@ -31,9 +33,9 @@ def test_the_registry_names_each_method_by_its_own_name():
         assert issubclass(cls, JudgeMethod) and cls.name == name
         assert cls.description.startswith(f"{name}: ")
         assert isinstance(cls.over_http, bool)
-        method = make_method(name)
+        method = make_method(name, head=PROBE)   # the head method reads the judge's head; the others ignore it
         assert isinstance(method, cls) and method.calibration == cls.default_calibration
-        assert make_method(name, {name: Calibration(2.0, -1.0)}).calibration == Calibration(2.0, -1.0)
+        assert make_method(name, {name: Calibration(2.0, -1.0)}, PROBE).calibration == Calibration(2.0, -1.0)
         specs = method.prompts(item())
         assert specs and all(isinstance(spec, PromptSpec) and spec.choices for spec in specs)
         assert not specs[-1].content_free   # the last prompt is over the trajectory's own evidence
@@ -43,6 +45,15 @@ def test_the_registry_names_each_method_by_its_own_name():
     for name in OVER_HTTP:
         spec, = make_method(name).prompts(item())
         assert not spec.lead_in and not spec.content_free
+
+
+def test_the_head_method_needs_a_head_and_reads_its_layers_from_the_choice_prompt():
+    with pytest.raises(ValueError, match="method 'head' needs a verdict head"):
+        make_method("head")
+    spec, = make_method("head", head=HeadProbe((3, 5))).prompts(item())
+    assert spec.hidden_layers == (3, 5) and spec == make_method("choice").prompts(item())[0].__class__(
+        **{**spec.__dict__, "hidden_layers": (3, 5)})
+    assert [s.hidden_layers for s in make_method("choice").prompts(item())] == [()]
 
 
 def test_an_unknown_method_is_refused_with_the_known_names():

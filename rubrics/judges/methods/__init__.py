@@ -7,9 +7,11 @@ to METHOD_CLASSES, and test it.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from rubrics.judges.methods.base import IDENTITY, Calibration, JudgeMethod, PromptSpec, Reasoning, ScoredPrompt
 from rubrics.judges.methods.choice import ChoiceMethod
+from rubrics.judges.methods.head import HeadMethod
 from rubrics.judges.methods.likelihood import LikelihoodMethod
 from rubrics.judges.methods.statement import StatementMethod
 
@@ -17,6 +19,7 @@ METHOD_CLASSES: dict[str, type[JudgeMethod]] = {cls.name: cls for cls in (
     ChoiceMethod,
     LikelihoodMethod,
     StatementMethod,
+    HeadMethod,
 )}
 METHOD_NAMES: tuple[str, ...] = tuple(METHOD_CLASSES)
 # The method for items that name none, on a judge whose model sets none (each catalog model has its own:
@@ -29,26 +32,29 @@ DEFAULT_HTTP_METHOD = ChoiceMethod.name
 REASONING_METHOD = ChoiceMethod.name
 
 
-def make_method(name: str, calibrations: Mapping[str, Calibration] | None = None) -> JudgeMethod:
-    """The method called name, with calibrations {method name: Calibration} replacing built-in ones."""
+def make_method(name: str, calibrations: Mapping[str, Calibration] | None = None, head: Any = None) -> JudgeMethod:
+    """The method called name, with calibrations {method name: Calibration} replacing built-in ones; head: the
+    judge's verdict head, for the head method."""
     try:
         cls = METHOD_CLASSES[name]
     except KeyError:
         raise ValueError(f"method: expected one of {', '.join(METHOD_NAMES)}, got {name!r}") from None
-    return cls.with_calibrations(calibrations or {})
+    return cls.with_calibrations(calibrations or {}, head)
 
 
 class JudgeMethods:
-    """The methods one judge runs, each made once with that judge's calibrations {method name: Calibration}."""
+    """The methods one judge runs, each made once with that judge's calibrations {method name: Calibration} and
+    verdict head."""
 
-    def __init__(self, calibrations: Mapping[str, Calibration] | None = None):
+    def __init__(self, calibrations: Mapping[str, Calibration] | None = None, head: Any = None):
         self.calibrations = dict(calibrations or {})
+        self.head = head
         self._made: dict[str, JudgeMethod] = {}
 
     def named(self, name: str) -> JudgeMethod:
-        """ValueError for a name the registry does not know."""
+        """ValueError for a name the registry does not know, or a method the judge lacks what it needs for."""
         if name not in self._made:
-            self._made[name] = make_method(name, self.calibrations)
+            self._made[name] = make_method(name, self.calibrations, self.head)
         return self._made[name]
 
     def for_item(self, item, default: str) -> JudgeMethod:

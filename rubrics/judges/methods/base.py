@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from rubrics.judges.logistic import sigmoid
 from rubrics.judges.prompt.prompts import Piece
@@ -53,6 +53,8 @@ class PromptSpec:
     lead_in: str = ""
     content_free: bool = False   # every evidence block replaced by "N/A" (a baseline for the same item)
     reasoning: Reasoning | None = None
+    # the model layers whose hidden states at the answer position (the prompt's last token) the method reads
+    hidden_layers: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -61,6 +63,7 @@ class ScoredPrompt:
     logprobs: tuple[float, ...]      # one per choice: the sum of its tokens' log-probabilities
     choice_tokens: tuple[int, ...]   # how many tokens each choice has
     rationale: str | None = None     # the generated rationale (reasoned mode)
+    hidden: Any = None               # PromptSpec.hidden_layers: a float32 tensor [layers, hidden size], else None
 
 
 class JudgeMethod:
@@ -79,8 +82,9 @@ class JudgeMethod:
         self.calibration = calibration or self.default_calibration
 
     @classmethod
-    def with_calibrations(cls, calibrations: Mapping[str, Calibration]) -> "JudgeMethod":
-        """The method with its calibration taken from {method name: Calibration} (its default when absent)."""
+    def with_calibrations(cls, calibrations: Mapping[str, Calibration], head: Any = None) -> "JudgeMethod":
+        """The method with its calibration taken from {method name: Calibration} (its default when absent). head:
+        the judge's verdict head (rubrics.judges.verdict_head), which only the head method reads."""
         return cls(calibrations.get(cls.name))
 
     def prompts(self, item: JudgeItem) -> list[PromptSpec]:

@@ -1,0 +1,91 @@
+"""`rubric judge-train LABELS.jsonl... --rubric R... --model M --out HEAD.json`: train a verdict head.
+
+The embedded judge model reads every labelled judgment once (the choice prompt); a logistic regression on its
+hidden state at the answer position, with the choice raw score beside it, is fitted to the labels, its layer and
+weight decay chosen by cross-validation over folds of whole domains (rubrics/judge_eval/head_training.py). The head
+file records the model, the prompt layout, the layer and the training domains; `rubric grade --method head --head
+HEAD.json` judges with it.
+"""
+from __future__ import annotations
+
+import sys
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "judge-train", help="train a verdict head on labels",
+        description="Fit a verdict head (logistic regression on the judge model's hidden state at the answer "
+                    "position) to labelled judgments; its layer and weight decay are chosen leaving whole domains "
+                    "out.")
+    parser.add_argument("labels", nargs="+", metavar="LABELS.jsonl")
+    parser.add_argument("--rubric", action="append", required=True, metavar="RUBRIC",
+                        help="the rubric of the labels; give it once for all files, or once per labels file")
+    parser.add_argument("--model", help="judge model: a catalog name or a local HF folder or .gguf (default: the "
+                                         "default judge model)")
+    parser.add_argument("--quantization", choices=("int8",), help="int8 linear maps (the head is recorded as int8)")
+    parser.add_argument("--layer", type=int, action="append", metavar="N",
+                        help="a candidate layer (0 = embeddings ... the model's depth = the last, after the final "
+                             "norm); repeatable; default: at one half, two thirds, five sixths and all of the depth")
+    parser.add_argument("--out", required=True, metavar="HEAD.json", help="where to write the head")
+    parser.add_argument("--format", choices=("table", "json"), default="table")
+    parser.set_defaults(handler=run, parser=parser)
+
+
+def run(args) -> int:
+    from rubrics import judge_eval as je
+    from rubrics.judge_eval import head_training as ht
+    from rubrics.judges.embedded import EmbeddedJudge
+    from rubrics.judges.verdict_head import HeadProbe
+    from rubrics.rubric.load import load_rubric
+
+    if len(args.rubric) not in (1, len(args.labels)):
+        args.parser.error("give --rubric once, or once per labels file")
+    try:
+        labelled = [(je.load_labels(path), load_rubric(args.rubric[min(i, len(args.rubric) - 1)]))
+                    for i, path in enumerate(args.labels)]
+    except (je.LabelsError, OSError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    options = {"quantization": args.quantization} if args.quantization else {}
+    probe_judge = EmbeddedJudge(args.model, method="choice", **options)
+    depth = probe_judge.llm.num_layers
+    layers = tuple(sorted(set(args.layer))) if args.layer else ht.candidate_layers(depth)
+    bad = [n for n in layers if not 0 <= n <= depth]
+    if bad:
+        args.parser.error(f"--layer {bad[0]}: the model has layers 0 to {depth}")
+    judge = EmbeddedJudge(args.model, method="head", head=HeadProbe(layers), llm=probe_judge.llm, **options)
+    examples, left_out = ht.extract_examples(labelled, judge)
+    for line in left_out:
+        print(f"warning: left out {line}", file=sys.stderr)
+    try:
+        selection = ht.select_and_fit(examples, layers)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    head = ht.as_head(selection.fit, judge.identity(), examples)
+    head.write(args.out)
+    in_sample = ht.head_probabilities(selection.fit, examples, layers)
+    output = {"head": args.out, "judge": judge.name, "labels": len(examples), "left_out": len(left_out),
+              "layer": head.layer, "weight_decay": head.weight_decay, "training_domains": list(head.training_domains),
+              "folds": [list(f) for f in selection.folds],
+              "cross_validated_log_loss": {f"layer {layer}, weight decay {decay:g}": round(loss, 6)
+                                           for (layer, decay), loss in selection.cross_validated.items()},
+              "in_sample": je.summary([je.Judged(e.label, p, None) for e, p in zip(examples, in_sample)])}
+    if args.format == "json":
+        import json
+        print(json.dumps(output, indent=2))
+    else:
+        print(render(output))
+    return 0
+
+
+def render(output: dict) -> str:
+    lines = [f"wrote {output['head']}: layer {output['layer']}, weight decay {output['weight_decay']:g}, "
+             f"{output['labels']} labels from {len(output['training_domains'])} domains "
+             f"({output['left_out']} left out), judge {output['judge']}",
+             "out-of-fold log-loss (folds of whole domains):"]
+    lines += [f"  {name}: {loss:.4f}" for name, loss in output["cross_validated_log_loss"].items()]
+    every = output["in_sample"]["by_difficulty"]["all"]
+    lines.append(f"in-sample (optimistic): balanced accuracy {every['balanced_accuracy']:.3f}, "
+                 f"AUC {every['auc']:.3f}, Brier {every['brier']:.3f}")
+    return "\n".join(lines)
