@@ -56,7 +56,7 @@ GUIDE_PAGES = {
     "judges.md": ("Judges, and how far to trust them", [
         "Judge models by name", "Verdicts: probabilities, not parsed text", "Untrusted text", "Long trajectories",
         "How good is the embedded judge?", "Expected score and range: how sure a score is",
-        "Measuring a judge on your labels: `rubric judge-eval`",
+        "Measuring a judge on your labels: `rubric judge-eval`", "A learned verdict head: `rubric judge-train`",
         "Calibration files: a fitted calibration tied to its judge",
         "Judge panels: several judges, one verdict per item", "The verdict cache: re-grading does no model work",
         "Judge usage and cost", "Determinism: what is guaranteed on which hardware"]),
