@@ -64,7 +64,8 @@ class EmbeddedJudge:
     it, and any other model the identity calibration (with an UncalibratedJudgeWarning). calibrations: {method
     name: Calibration} replacing those.
     head: a verdict head (`rubric judge-train`): its path or a loaded rubrics.judges.verdict_head.VerdictHead, for
-    the head method; refused (HeadFileError) when trained for another model or prompt layout.
+    the head method; refused (HeadFileError) when trained for another model or prompt layout. Without one, a
+    catalog model uses the head shipped for it, if it has one (rubrics/judges/heads/).
     llm: an already loaded judge_engine.LLM to share (tests, benchmarks); engine_options go to LLM otherwise.
     sample_temperature, sample_seed: how reasoned items with `samples` above 1 draw their rationales (rationale i
     of a prompt uses seed sample_seed + i, so a prompt always gets the same rationales and verdict-cache entries
@@ -81,7 +82,7 @@ class EmbeddedJudge:
                  calibrations: Mapping[str, Calibration] | None = None, head: Any = None, llm: Any = None,
                  **engine_options: Any):
         from rubrics.judges.judge_models import UNCATALOGUED_METHOD, default_judge_model, judge_model_of, \
-            shipped_calibration, warn_uncalibrated
+            shipped_calibration, shipped_head, warn_uncalibrated
 
         self.model = model if model is not None or llm is not None else default_judge_model()
         self.engine_options = engine_options
@@ -90,7 +91,7 @@ class EmbeddedJudge:
         self._identity: ModelIdentity | None = None
         identity = self.identity()
         known = judge_model_of(identity)
-        self.head = judge_head(head, identity)
+        self.head = judge_head(head, identity) if head is not None or known is None else shipped_head(identity)
         self.method = method or (known.method if known is not None else UNCATALOGUED_METHOD)
         shipped = shipped_calibration(identity) if known is not None else None
         if calibration is None and not calibrations and self.method != "head" \

@@ -20,6 +20,9 @@ from rubrics.judges.calibration_file import CalibrationFile, CalibrationFileErro
     load_calibration_file
 
 CALIBRATIONS = Path(__file__).parent / "calibrations"
+# A catalog model's trained verdict head (the head method), where one beats the model's best zero-shot method on
+# the held-out domains: heads/<catalog name>.json, trained on the training domains by benchmarks/judge_quality.py.
+HEADS = Path(__file__).parent / "heads"
 JUDGE_MODEL_ENV = "RUBRICS_JUDGE_MODEL"
 # The default judge, chosen by the rule of the README's "How good is the embedded judge?": the most accurate on
 # labelled domains its calibration was not fitted on, among the models whose quickstart (download and conversion
@@ -81,6 +84,23 @@ def shipped_calibration(identity: ModelIdentity) -> CalibrationFile | None:
     except CalibrationFileError:   # the catalog names the model, but these are not its weights
         return None
     return shipped
+
+
+def shipped_head(identity: ModelIdentity):
+    """The verdict head shipped for this model (rubrics.judges.verdict_head.VerdictHead); None when it has none,
+    or for a model outside the catalog, or for other weights or another quantization than it was trained for."""
+    from rubrics.judges.verdict_head import HeadFileError, load_head
+
+    name = catalog_name_of(identity)
+    path = HEADS / f"{name}.json"
+    if name is None or not path.is_file():
+        return None
+    head = load_head(path)
+    try:
+        head.check(ModelIdentity(head.judge_model.name, identity.weights_sha256, identity.quantization))
+    except HeadFileError:
+        return None
+    return head
 
 
 def warn_uncalibrated(model: str | None, identity: ModelIdentity, method: str | None = None) -> None:

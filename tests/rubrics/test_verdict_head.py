@@ -155,3 +155,22 @@ def test_judge_train_on_the_tiny_model_then_grade_with_the_head(tmp_path):
     missing = rubric_cli("grade", str(refunds / "rubric.yaml"), str(trajectory), "--model", str(model),
                          "--method", "head", "--no-cache")
     assert missing.returncode == 2 and "needs a verdict head" in missing.stderr
+
+
+def test_a_catalog_model_uses_its_shipped_head_unless_given_one(tmp_path, monkeypatch):
+    from rubrics.judges import judge_models
+    from rubrics.judges.embedded import EmbeddedJudge
+
+    identity = EmbeddedJudge("smollm2-135m-instruct").identity()   # the catalog digest: no model is loaded
+    monkeypatch.setattr(judge_models, "HEADS", tmp_path)
+    with pytest.raises(ValueError, match="needs a verdict head"):
+        EmbeddedJudge("smollm2-135m-instruct", method="head")      # none shipped (in this folder)
+    shipped = head(judge_model=identity)
+    shipped.write(tmp_path / "smollm2-135m-instruct.json")
+    assert EmbeddedJudge("smollm2-135m-instruct", method="head").head == shipped
+    given = tmp_path / "mine.json"
+    head(judge_model=identity, bias=-1.0).write(given)
+    assert EmbeddedJudge("smollm2-135m-instruct", method="head", head=given).head.bias == -1.0
+    head(judge_model=ModelIdentity(identity.name, "c" * 64)).write(tmp_path / "smollm2-135m-instruct.json")
+    with pytest.raises(ValueError, match="needs a verdict head"):   # a shipped head for other weights is not used
+        EmbeddedJudge("smollm2-135m-instruct", method="head")
