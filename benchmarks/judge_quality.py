@@ -86,11 +86,19 @@ def summarise(method: str, judged: list, split, shipped: dict) -> dict:
     return report
 
 
-def shipped_calibrations(model: str | None, llm) -> dict:
+def judge_identity(model: str | None, llm):
+    """The judge's model identity, its quantization included (an int8 judge is calibrated on its own)."""
+    from dataclasses import replace
+
     from rubrics.judges.embedded import embedded_identity
+
+    return replace(embedded_identity(model, llm), quantization=llm.quantization or None)
+
+
+def shipped_calibrations(model: str | None, llm) -> dict:
     from rubrics.judges.judge_models import shipped_calibration
 
-    shipped = shipped_calibration(embedded_identity(model, llm))
+    shipped = shipped_calibration(judge_identity(model, llm))
     return dict(shipped.calibrations) if shipped is not None else {}
 
 
@@ -209,6 +217,9 @@ def main() -> None:
                              "domain) into the model's shipped calibration file "
                              "(rubrics/judges/calibrations/<catalog name>.json, other methods' entries kept) and its "
                              "held-out figures into rubrics/judges/calibrations/quality.json")
+    parser.add_argument("--quantization", choices=("int8",),
+                        help="judge with int8 linear maps; --write-calibration then writes the model's int8 "
+                             "calibration file (<catalog name>.int8.json) and its figures under quantized.int8")
     parser.add_argument("--split", default=str(LABELS / "split.yaml"),
                         help="the fixed split of domains (default: examples/labels/split.yaml); none: leave each "
                              "domain out in turn over every domain")
@@ -220,10 +231,11 @@ def main() -> None:
     args = parser.parse_args()
     # the judge model as the judge runs it: float32, the product's cache
     model = args.model or default_judge_model()
-    llm = LLM(**engine_defaults({"model": model}))
+    llm = LLM(**engine_defaults({"model": model, **({"quantization": args.quantization} if args.quantization else {})}))
     total = sum(1 for labels, _ in labelled_sets() for line in labels.read_text().splitlines() if line.strip())
     print(f"{len(labelled_sets())} domains, {total} labels, judge model {model} "
-          f"({llm.model_path.name}, {llm.dtype}), {torch.get_num_threads()} threads, "
+          f"({llm.model_path.name}, {llm.dtype}{', ' + llm.quantization if llm.quantization else ''}), "
+          f"{torch.get_num_threads()} threads, "
           f"load average {os.getloadavg()[0]:.1f}")
     split = None if args.split == "none" else je.load_split(args.split)
     reports = {}
@@ -254,17 +266,17 @@ def write_calibration(model: str, llm, reports: dict[str, dict]) -> None:
     split: on every label, in-sample); the headline held-out figures into quality.json. The head is not a
     calibration: it is written by rubric judge-train."""
     from rubrics.judges.calibration_file import CalibrationFile, load_calibration_file
-    from rubrics.judges.embedded import embedded_identity
-    from rubrics.judges.judge_models import CALIBRATIONS, DEFAULT_JUDGE_MODEL, JUDGE_MODELS, catalog_name_of
+    from rubrics.judges.judge_models import DEFAULT_JUDGE_MODEL, JUDGE_MODELS, catalog_name_of, \
+        shipped_calibration_path
     from rubrics.judges.methods import Calibration
     from rubrics.judges.quality import QUALITY_FILE, quality_table
 
-    identity = embedded_identity(model, llm)
+    identity = judge_identity(model, llm)
     name = catalog_name_of(identity)
     if name is None:
         raise SystemExit(f"{model}: not a catalog model; fit its calibration with rubric judge-eval --fit-calibration")
     reports = {method: r for method, r in reports.items() if method != "head"}
-    path = CALIBRATIONS / f"{name}.json"
+    path = shipped_calibration_path(name, identity.quantization)
     kept = dict(load_calibration_file(path).calibrations) if path.is_file() else {}
 
     def fitted(method: str, report: dict) -> Calibration:
@@ -277,6 +289,8 @@ def write_calibration(model: str, llm, reports: dict[str, dict]) -> None:
                                          "the calibration fitted on the other domains (leave one domain out)",
                                 "default": DEFAULT_JUDGE_MODEL, "models": {}}
     entry = table["models"].setdefault(name, {"methods": {}})
+    if identity.quantization:   # the same model computing another way: its own figures, beside the float32 ones
+        entry = entry.setdefault("quantized", {}).setdefault(identity.quantization, {"methods": {}})
     for method, report in reports.items():
         headline = report["held_out"] if "held_out" in report else report["leave_one_domain_out"]
         held_out = headline["by_difficulty"]

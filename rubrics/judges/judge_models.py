@@ -75,8 +75,8 @@ def judge_model_of(identity: ModelIdentity) -> JudgeModel | None:
 def shipped_calibration(identity: ModelIdentity) -> CalibrationFile | None:
     """The calibration file shipped for this model; None for a model outside the catalog."""
     name = catalog_name_of(identity)
-    path = CALIBRATIONS / f"{name}.json"
-    if name is None or not path.is_file():
+    path = shipped_calibration_path(name, identity.quantization) if name is not None else None
+    if path is None or not path.is_file():
         return None
     shipped = load_calibration_file(path)
     try:   # by the model's own name: a server may serve it under its catalog name
@@ -84,6 +84,12 @@ def shipped_calibration(identity: ModelIdentity) -> CalibrationFile | None:
     except CalibrationFileError:   # the catalog names the model, but these are not its weights
         return None
     return shipped
+
+
+def shipped_calibration_path(name: str, quantization: str | None = None) -> Path:
+    """calibrations/<catalog name>.json, or <catalog name>.<quantization>.json for a model computing otherwise
+    (its raw scores differ a little: a float32 fit is never applied to int8)."""
+    return CALIBRATIONS / (f"{name}.{quantization}.json" if quantization else f"{name}.json")
 
 
 def shipped_head(identity: ModelIdentity):
