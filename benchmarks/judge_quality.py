@@ -239,7 +239,8 @@ def main() -> None:
           f"load average {os.getloadavg()[0]:.1f}")
     split = None if args.split == "none" else je.load_split(args.split)
     reports = {}
-    for method in args.method or zero_shot:
+    # --head alone: the head, and the choice method from the same pass
+    for method in args.method or ([] if args.head else zero_shot):
         started = time.perf_counter()
         reports[method] = summarise(method, judge_all(method, llm, model, args.verdict_cache), split,
                                     shipped_calibrations(model, llm))
