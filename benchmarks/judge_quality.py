@@ -102,7 +102,35 @@ def shipped_calibrations(model: str | None, llm) -> dict:
     return dict(shipped.calibrations) if shipped is not None else {}
 
 
-def head_report(llm, model: str | None, split) -> tuple[dict, dict]:
+def cached_examples(labels_path: Path, rubric_path: Path, labelled: tuple, judge, layers, cache: Path | None):
+    """One labelled set's head features, read back from the features cache when they were extracted before (a
+    file per set, keyed by the judge model, the probe layers and the bytes of the labels, rubric and trajectories),
+    so an interrupted run resumes where it stopped."""
+    import hashlib
+
+    import torch
+
+    from rubrics.judge_eval import head_training as ht
+
+    if cache is None:
+        return ht.extract_examples([labelled], judge)
+    digest = hashlib.sha256(json.dumps([judge.identity().to_dict(), list(layers)]).encode())
+    for path in [labels_path, rubric_path, *sorted((labels_path.parent / "trajectories").glob("*"))]:
+        digest.update(path.read_bytes())
+    file = cache / f"{labels_path.parent.name}-{digest.hexdigest()[:16]}.pt"
+    labels = {label.source: label for label in labelled[0]}
+    if file.is_file():
+        saved = torch.load(file)
+        return [ht.Example(labels[source], hidden, raw) for source, hidden, raw in
+                zip(saved["sources"], saved["hidden"], saved["choice_raw"])], saved["left_out"]
+    examples, left_out = ht.extract_examples([labelled], judge)
+    cache.mkdir(parents=True, exist_ok=True)
+    torch.save({"sources": [e.label.source for e in examples], "hidden": [e.hidden for e in examples],
+                "choice_raw": [e.choice_raw for e in examples], "left_out": left_out}, file)
+    return examples, left_out
+
+
+def head_report(llm, model: str | None, split, cache: Path | None = None) -> tuple[dict, dict]:
     """The head trained on the training domains (with 50, 200 and all their labels), measured on the held-out
     domains; and the choice method's report from the same pass."""
     import random
@@ -115,7 +143,13 @@ def head_report(llm, model: str | None, split) -> tuple[dict, dict]:
 
     layers = ht.candidate_layers(llm.num_layers)
     judge = EmbeddedJudge(model, method="head", head=HeadProbe(layers), llm=llm)
-    examples, left_out = ht.extract_examples(load_labelled(), judge)
+    examples, left_out = [], []
+    for (labels_path, rubric_path), labelled in zip(labelled_sets(), load_labelled()):
+        part, part_left_out = cached_examples(labels_path, rubric_path, labelled, judge, layers, cache)
+        examples += part
+        left_out += part_left_out
+        print(f"  head features: {labels_path.parent.name} ({len(part)} labels), load average "
+              f"{os.getloadavg()[0]:.1f}", flush=True)
     train = [e for e in examples if e.label.domain in split.train]
     held = [e for e in examples if e.label.domain in split.held_out]
     choice = [je.Judged(e.label, sigmoid(e.choice_raw), None) for e in examples]
@@ -225,6 +259,9 @@ def main() -> None:
                              "domain out in turn over every domain")
     parser.add_argument("--head", action="store_true",
                         help="also train a verdict head on the training domains and measure it on the held-out ones")
+    parser.add_argument("--features-cache", metavar="DIR",
+                        help="with --head: keep each labelled set's head features in this folder, so that a rerun "
+                             "(or an interrupted run) reads them back")
     parser.add_argument("--verdict-cache", metavar="DB",
                         help="keep the raw verdicts in this sqlite file, so that a rerun reads them back (its "
                              "judgments/s then measure the cache, not the model)")
@@ -249,7 +286,8 @@ def main() -> None:
         if split is None:
             parser.error("--head needs the split (its head is trained on the training domains)")
         started = time.perf_counter()
-        reports["head"], choice = head_report(llm, model, split)
+        reports["head"], choice = head_report(llm, model, split,
+                                              Path(args.features_cache) if args.features_cache else None)
         reports.setdefault("choice", choice)
         report_speed(reports["head"], "head (features; choice from the same pass)", started, total)
     print()

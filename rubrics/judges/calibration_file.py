@@ -52,6 +52,20 @@ class ModelIdentity:
         identity = {"name": self.name, "weights_sha256": self.weights_sha256}
         return {**identity, "quantization": self.quantization} if self.quantization else identity
 
+    def mismatch(self, recorded: "ModelIdentity") -> tuple[str, Any, Any, str] | None:
+        """How a file recorded for `recorded` does not fit this judge's model: (field, expected, found, what the
+        file was made for), or None when it fits. Weights are compared only when both sides know them (a served
+        model does not say)."""
+        if self.name != recorded.name:
+            return "judge_model.name", self.name, recorded.name, "another model"
+        if self.weights_sha256 and recorded.weights_sha256 and self.weights_sha256 != recorded.weights_sha256:
+            return "judge_model.weights_sha256", self.weights_sha256, recorded.weights_sha256, \
+                "other weights of the model"
+        if self.quantization != recorded.quantization:
+            return "judge_model.quantization", self.quantization, recorded.quantization, \
+                "the model computing another way (redo it with the judge's --quantization)"
+        return None
+
 
 @dataclass(frozen=True)
 class CalibrationFile:
@@ -76,16 +90,9 @@ class CalibrationFile:
               method: str | None = None) -> None:
         """Refuse the file (CalibrationFileError) unless it was made for this model, this prompt layout and, when
         given, this method. model None: the model is not known yet (checked later)."""
-        if model is not None:
-            if model.name != self.judge_model.name:
-                self._refuse("judge_model.name", model.name, self.judge_model.name, "another model")
-            if model.weights_sha256 and self.judge_model.weights_sha256 \
-                    and model.weights_sha256 != self.judge_model.weights_sha256:
-                self._refuse("judge_model.weights_sha256", model.weights_sha256, self.judge_model.weights_sha256,
-                             "other weights of the model")
-            if model.quantization != self.judge_model.quantization:
-                self._refuse("judge_model.quantization", model.quantization, self.judge_model.quantization,
-                             "the model computing another way (refit it with the judge's --quantization)")
+        mismatch = model.mismatch(self.judge_model) if model is not None else None
+        if mismatch is not None:
+            self._refuse(*mismatch)
         if prompt_layout != self.prompt_layout:
             self._refuse("prompt_layout", prompt_layout, self.prompt_layout,
                          "another prompt layout (refit it with `rubric judge-eval --fit-calibration --write`)")

@@ -82,16 +82,9 @@ class VerdictHead:
 
     def check(self, model: ModelIdentity | None, *, prompt_layout: str = PROMPT_LAYOUT_VERSION) -> None:
         """Refuse the head (HeadFileError) unless it was trained for this model and prompt layout."""
-        if model is not None:
-            if model.name != self.judge_model.name:
-                self._refuse("judge_model.name", model.name, self.judge_model.name, "another model")
-            if model.weights_sha256 and self.judge_model.weights_sha256 \
-                    and model.weights_sha256 != self.judge_model.weights_sha256:
-                self._refuse("judge_model.weights_sha256", model.weights_sha256, self.judge_model.weights_sha256,
-                             "other weights of the model")
-            if model.quantization != self.judge_model.quantization:
-                self._refuse("judge_model.quantization", model.quantization, self.judge_model.quantization,
-                             "the model computing another way (train it with the judge's --quantization)")
+        mismatch = model.mismatch(self.judge_model) if model is not None else None
+        if mismatch is not None:
+            self._refuse(*mismatch)
         if prompt_layout != self.prompt_layout:
             self._refuse("prompt_layout", prompt_layout, self.prompt_layout,
                          "another prompt layout (train it again with `rubric judge-train`)")
