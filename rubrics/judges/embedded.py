@@ -198,6 +198,10 @@ class EmbeddedJudge:
         if self.progress is not None:  # the model is ready: judging starts now (the CLI times it from here)
             self.progress(0, len(requests), self.llm.stats())
         self._generate_rationales(planned)
+        return self._verdicts(planned)
+
+    def _verdicts(self, planned: list[PlannedRequest]) -> list[Verdict]:
+        """The planned requests (rationales drawn) scored in one batch, and their verdicts."""
         scores = self._score(planned)
         return [self._verdict(p, self._scored_prompts(p, scores)) for p in planned]
 
