@@ -52,7 +52,7 @@ class ModelIdentity:
         identity = {"name": self.name, "weights_sha256": self.weights_sha256}
         return {**identity, "quantization": self.quantization} if self.quantization else identity
 
-    def mismatch(self, recorded: "ModelIdentity") -> tuple[str, Any, Any, str] | None:
+    def mismatch(self, recorded: "ModelIdentity", redo: str = "refit it") -> tuple[str, Any, Any, str] | None:
         """How a file recorded for `recorded` does not fit this judge's model: (field, expected, found, what the
         file was made for), or None when it fits. Weights are compared only when both sides know them (a served
         model does not say)."""
@@ -63,7 +63,7 @@ class ModelIdentity:
                 "other weights of the model"
         if self.quantization != recorded.quantization:
             return "judge_model.quantization", self.quantization, recorded.quantization, \
-                "the model computing another way (redo it with the judge's --quantization)"
+                f"the model computing another way ({redo} with the judge's --quantization)"
         return None
 
 

@@ -82,7 +82,7 @@ class VerdictHead:
 
     def check(self, model: ModelIdentity | None, *, prompt_layout: str = PROMPT_LAYOUT_VERSION) -> None:
         """Refuse the head (HeadFileError) unless it was trained for this model and prompt layout."""
-        mismatch = model.mismatch(self.judge_model) if model is not None else None
+        mismatch = model.mismatch(self.judge_model, "train it") if model is not None else None
         if mismatch is not None:
             self._refuse(*mismatch)
         if prompt_layout != self.prompt_layout:
