@@ -161,14 +161,11 @@ def head_report(llm, model: str | None, split, cache: Path | None = None) -> tup
         chosen = ordered if size == len(train) else random.Random(size).sample(ordered, size)
         selection = ht.select_and_fit(chosen, layers)
         probabilities = ht.head_probabilities(selection.fit, held, layers)
+        judged = [je.Judged(e.label, p, None) for e, p in zip(held, probabilities)]
         curve[str(size) if size < len(train) else "all"] = {
             "labels": size, "layer": selection.fit.layer, "weight_decay": selection.fit.weight_decay,
-            "held_out": je.summary([je.Judged(e.label, p, None) for e, p in zip(held, probabilities)])}
-    probabilities = ht.head_probabilities(selection.fit, held, layers)   # the last fit: on all training labels
-    by_domain = {}
-    for e, p in zip(held, probabilities):
-        by_domain.setdefault(e.label.domain, []).append(je.Judged(e.label, p, None))
-    curve["all"]["held_out"]["per_domain"] = {d: je.summary(js) for d, js in by_domain.items()}
+            # the head on all training labels is the headline, with its figures per held-out domain
+            "held_out": je.summary_with_domains(judged) if size == len(train) else je.summary(judged)}
     report = {"held_out": curve["all"]["held_out"], "learning_curve": curve, "layers": list(layers),
               "left_out": left_out}
     return report, summarise("choice", choice, split, shipped_calibrations(model, llm))
@@ -197,7 +194,8 @@ def table(reports: dict[str, dict]) -> str:
     def cell(value):
         return "-" if value is None else f"{value:.2f}"
 
-    lines = ["| method | calibration | labels | n | accuracy | balanced acc. | AUC | kappa | Brier | clear pairs ranked |",
+    lines = ["| method | calibration | labels | n | accuracy | balanced acc. | AUC | kappa | Brier "
+             "| clear pairs ranked |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for method, report in reports.items():
         for title, block in blocks(report):

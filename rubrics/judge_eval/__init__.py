@@ -14,7 +14,7 @@ Every name is here too: `from rubrics import judge_eval as je; je.judge_labels(j
 
 from rubrics.judge_eval.cross_validation import (as_shipped, calibrate, cross_validated, domain_report,
                                                  fit_calibration, fit_thresholds, leave_one_domain_out, recalibrated,
-                                                 split_report)
+                                                 split_report, summary_with_domains)
 from rubrics.judge_eval.labels import (DIFFICULTIES, ExamplesRemoved, Judged, Label, LabelsError, judge_labels,
                                       load_labels)
 from rubrics.judge_eval.metrics import (Agreement, EvalReport, agreement, by_difficulty, cohen_kappa, evaluate,
@@ -23,7 +23,7 @@ from rubrics.judge_eval.rendering import render, render_domain_report, render_pa
 from rubrics.judge_eval.split import LabelSplit, SplitError, load_split
 
 __all__ = ["DIFFICULTIES", "Agreement", "EvalReport", "ExamplesRemoved", "Judged", "Label", "LabelSplit", "LabelsError",
-           "SplitError", "agreement", "load_split", "split_report",
+           "SplitError", "agreement", "load_split", "split_report", "summary_with_domains",
            "as_shipped", "by_difficulty", "calibrate", "cohen_kappa", "cross_validated", "domain_report", "evaluate",
            "fit_calibration", "fit_thresholds", "judge_labels", "leave_one_domain_out", "load_labels", "panel_report",
            "ranked_pairs", "recalibrated", "render", "render_domain_report", "render_panel", "render_report",

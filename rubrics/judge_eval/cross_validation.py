@@ -122,8 +122,12 @@ def split_report(method: str, judged: Sequence[Judged], split: Any) -> dict[str,
     if not train or not held:
         raise ValueError("a split report needs labels in training and in held-out domains")
     fit = fit_calibration(train)
-    held_out = recalibrated(held, fit)
-    domains = list(dict.fromkeys(j.label.domain for j in held))
-    return {"held_out": {**summary(held_out), "fits": {method: asdict(fit)},
-                         "per_domain": {d: summary([j for j in held_out if j.label.domain == d]) for d in domains}},
+    return {"held_out": {**summary_with_domains(recalibrated(held, fit)), "fits": {method: asdict(fit)}},
             "train": domain_report(method, train)}
+
+
+def summary_with_domains(judged: Sequence[Judged]) -> dict[str, Any]:
+    """summary() of the judgments, and of each domain's under "per_domain" (in order of first appearance)."""
+    domains = list(dict.fromkeys(j.label.domain for j in judged))
+    return {**summary(judged),
+            "per_domain": {d: summary([j for j in judged if j.label.domain == d]) for d in domains}}

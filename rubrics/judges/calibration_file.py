@@ -80,11 +80,7 @@ class CalibrationFile:
                                  for name, c in sorted(self.calibrations.items())}}
 
     def write(self, path: str | Path) -> None:
-        """Written whole or not at all (a temporary file renamed over the target)."""
-        path = Path(path)
-        staging = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        staging.write_text(json.dumps(self.to_dict(), indent=2) + "\n", encoding="utf-8")
-        os.replace(staging, path)
+        write_json_whole(path, self.to_dict(), indent=2)
 
     def check(self, model: ModelIdentity | None, *, prompt_layout: str = PROMPT_LAYOUT_VERSION,
               method: str | None = None) -> None:
@@ -111,6 +107,14 @@ class CalibrationFile:
     def _refuse(self, name: str, expected: str, found: str | None, what: str) -> None:
         raise CalibrationFileError(f"{self.path}: {name}: expected {expected!r} (the judge's), found {found!r}; "
                                    f"this calibration was fitted for {what}")
+
+
+def write_json_whole(path: str | Path, data: Any, *, indent: int) -> None:
+    """A judge file written whole or not at all (a temporary file beside it, renamed over the target)."""
+    path = Path(path)
+    staging = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    staging.write_text(json.dumps(data, indent=indent) + "\n", encoding="utf-8")
+    os.replace(staging, path)
 
 
 def load_calibration_file(path: str | Path) -> CalibrationFile:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rubrics.judges.calibration_file import ModelIdentity
+from rubrics.judges.calibration_file import ModelIdentity, write_json_whole
 from rubrics.judges.prompt.prompts import PROMPT_LAYOUT_VERSION
 
 FORMAT = 1
@@ -100,11 +100,7 @@ class VerdictHead:
                 "scale": list(self.scale), "weights": list(self.weights), "bias": self.bias}
 
     def write(self, path: str | Path) -> None:
-        """Written whole or not at all (a temporary file renamed over the target)."""
-        path = Path(path)
-        staging = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        staging.write_text(json.dumps(self.to_dict(), indent=1) + "\n", encoding="utf-8")
-        os.replace(staging, path)
+        write_json_whole(path, self.to_dict(), indent=1)
 
 
 def load_head(path: str | Path) -> VerdictHead:
