@@ -50,3 +50,21 @@ def tiny_judge_model(root: str, max_positions: int = 4096) -> Path:
 
 def cfo_trajectory_paths() -> list[Path]:
     return sorted((CFO_DIR / "trajectories").glob("*.json"))
+
+
+def copied_labels(folder: Path, keep) -> tuple[list[str], list[str]]:
+    """Labels of support-refunds and travel-booking copied into folder (trajectory paths made absolute, the domain
+    named, only the rows keep(rows) returns): the labels files and the --rubric arguments for them."""
+    import json
+
+    files, rubrics = [], []
+    for domain in ("support-refunds", "travel-booking"):
+        rows = keep([json.loads(line) for line in (LABELS_DIR / domain / "labels.jsonl").read_text().splitlines()])
+        for row in rows:
+            row["trajectory"] = str(LABELS_DIR / domain / row["trajectory"])
+            row["domain"] = domain
+        path = Path(folder) / f"{domain}.jsonl"
+        path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+        files.append(str(path))
+        rubrics += ["--rubric", str(LABELS_DIR / domain / "rubric.yaml")]
+    return files, rubrics

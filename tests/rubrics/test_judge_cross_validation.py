@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from judge_models import LABELS_DIR, REPO
+from judge_models import REPO, copied_labels
 from rubrics import judge_eval as je
 from rubrics.judge_eval import metrics
 from rubrics.judges.logistic import fit_logistic, logit, sigmoid
@@ -80,16 +80,7 @@ def test_agreement_is_split_by_difficulty():
 @pytest.mark.slow
 def test_the_command_cross_validates_the_embedded_judge_over_two_domains(tmp_path):
     """The real command on the real model: four labels from each of two domains, the method given."""
-    files, rubrics = [], []
-    for domain in ("support-refunds", "travel-booking"):
-        rows = [json.loads(line) for line in (LABELS_DIR / domain / "labels.jsonl").read_text().splitlines()[:4]]
-        for row in rows:   # the copy lives elsewhere: trajectory paths made absolute, the domain named
-            row["trajectory"] = str(LABELS_DIR / domain / row["trajectory"])
-            row["domain"] = domain
-        path = tmp_path / f"{domain}.jsonl"
-        path.write_text("".join(json.dumps(row) + "\n" for row in rows))
-        files.append(str(path))
-        rubrics += ["--rubric", str(LABELS_DIR / domain / "rubric.yaml")]
+    files, rubrics = copied_labels(tmp_path, lambda rows: rows[:4])
     done = subprocess.run([sys.executable, "-m", "rubrics.cli.main", "judge-eval", *files, *rubrics, "--method",
                            "statement", "--cross-validate", "domain", "--format", "json"],
                           capture_output=True, text=True, cwd=REPO, timeout=600)

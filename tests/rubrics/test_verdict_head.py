@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from judge_models import LABELS_DIR, REPO, tiny_judge_model
+from judge_models import LABELS_DIR, REPO, copied_labels, tiny_judge_model
 from rubrics import judge_eval as je
 from rubrics.judge_eval import head_training as ht
 from rubrics.judges.calibration_file import ModelIdentity
@@ -102,19 +102,11 @@ def test_a_fit_needs_both_classes_and_two_domains():
 
 
 def two_small_domains(tmp_path, trajectories: int = 4):
-    files, rubrics = [], []
-    for domain in ("support-refunds", "travel-booking"):
-        rows = [json.loads(line) for line in (LABELS_DIR / domain / "labels.jsonl").read_text().splitlines()]
+    def first_trajectories(rows):
         keep = sorted({row["trajectory"] for row in rows})[:trajectories]
-        rows = [row for row in rows if row["trajectory"] in keep]
-        for row in rows:
-            row["trajectory"] = str(LABELS_DIR / domain / row["trajectory"])
-            row["domain"] = domain
-        path = tmp_path / f"{domain}.jsonl"
-        path.write_text("".join(json.dumps(row) + "\n" for row in rows))
-        files.append(str(path))
-        rubrics += ["--rubric", str(LABELS_DIR / domain / "rubric.yaml")]
-    return files, rubrics
+        return [row for row in rows if row["trajectory"] in keep]
+
+    return copied_labels(tmp_path, first_trajectories)
 
 
 def rubric_cli(*args, cwd=REPO):
