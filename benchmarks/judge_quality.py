@@ -1,7 +1,8 @@
 """How well each judge method agrees with the hand-labelled sets, on domains it was not fitted on: the README's table.
 
     python benchmarks/judge_quality.py [--model NAME|PATH] [--method NAME ...] [--head] [--split FILE|none]
-                                       [--json FILE] [--verdict-cache DB] [--write-calibration]
+                                       [--json FILE] [--verdict-cache DB] [--write-calibration] [--write-head]
+                                       [--features-cache DIR] [--quantization int8] [--held-out-only]
 
 For every labelled set under examples/labels/ (one domain each: its labels.jsonl, graded with the rubric.yaml
 beside it, or examples/<domain>/rubric.yaml for the two example rubrics), every method asked grades every
@@ -12,13 +13,16 @@ fixed split (examples/labels/split.yaml, the default):
 - train, one domain out: over the training domains, each one's calibration fitted on the other training domains;
 - as shipped: the calibration shipped for the model (rubrics/judges/calibrations/), identity outside the catalog.
 With --split none, the older report: each domain left out in turn over every domain, and in-sample.
+--held-out-only: only the held-out domains are judged (a quarter of the labels), under the model's shipped
+calibration, which was fitted on training domains only (the nine first); nothing is fitted.
 --head: the verdict head (rubric judge-train) trained on the training domains' labels only (layer and weight decay
 chosen leaving training domains out), measured on the held-out domains, with 50, 200 and all training labels (the
 learning curve). Its features come from one pass of the choice prompt, which gives the choice method's figures too.
 Figures are split by label difficulty (clear: the evidence plainly decides; hard: needs inference). AUC is the
 share of (met, unmet) pairs of labels where the met one gets the higher probability (ties half). "pairs" is
 the share of same-item pairs of clear labels, one met and one unmet, where the met one gets the higher
-probability. It is the same computation as `rubric judge-eval ... --method NAME --cross-validate domain`.
+probability. "near misses caught": of the labels marked near_miss (unmet, though the work addresses the
+criterion), the share judged unmet. It is the same computation as `rubric judge-eval ... --method NAME --cross-validate domain`.
 """
 from __future__ import annotations
 
@@ -39,23 +43,25 @@ def peak_rss_gib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20   # Linux reports KiB
 
 
-def labelled_sets() -> list[tuple[Path, Path]]:
-    """(labels file, rubric) of every domain, sorted by domain."""
+def labelled_sets(domains=None) -> list[tuple[Path, Path]]:
+    """(labels file, rubric) of every domain (or of those named), sorted by domain."""
     sets = []
     for labels in sorted(LABELS.glob("*/labels.jsonl")):
+        if domains is not None and labels.parent.name not in domains:
+            continue
         own = labels.parent / "rubric.yaml"
         sets.append((labels, own if own.exists() else REPO / "examples" / labels.parent.name / "rubric.yaml"))
     return sets
 
 
-def load_labelled() -> list[tuple[list, object]]:
+def load_labelled(domains=None) -> list[tuple[list, object]]:
     from rubrics import judge_eval as je
     from rubrics.rubric.load import load_rubric
 
-    return [(je.load_labels(labels), load_rubric(rubric)) for labels, rubric in labelled_sets()]
+    return [(je.load_labels(labels), load_rubric(rubric)) for labels, rubric in labelled_sets(domains)]
 
 
-def judge_all(method: str, llm, model: str | None, cache_path: str | None) -> list:
+def judge_all(method: str, llm, model: str | None, cache_path: str | None, domains=None) -> list:
     from rubrics import judge_eval as je
     from rubrics.judges.embedded import EmbeddedJudge
     from rubrics.judges.methods import IDENTITY
@@ -68,7 +74,7 @@ def judge_all(method: str, llm, model: str | None, cache_path: str | None) -> li
 
         judge = CachedJudge(judge, VerdictCache(cache_path))
     judged = []
-    for labels, rubric in labelled_sets():
+    for labels, rubric in labelled_sets(domains):
         part, skipped = je.judge_labels(je.load_labels(labels), load_rubric(rubric), judge)
         if skipped:
             raise SystemExit(f"{labels}: labels on unknown items: {skipped[:3]}")
@@ -76,11 +82,14 @@ def judge_all(method: str, llm, model: str | None, cache_path: str | None) -> li
     return judged
 
 
-def summarise(method: str, judged: list, split, shipped: dict) -> dict:
-    """shipped: the model's shipped calibrations {method: Calibration} (none outside the catalog)."""
+def summarise(method: str, judged: list, split, shipped: dict, held_out_only: bool = False) -> dict:
+    """shipped: the model's shipped calibrations {method: Calibration} (none outside the catalog). held_out_only:
+    only the held-out domains were judged, so nothing is fitted: their figures under the shipped calibration."""
     from rubrics import judge_eval as je
     from rubrics.judges.methods import IDENTITY
 
+    if held_out_only:
+        return {"held_out_as_shipped": je.summary_with_domains(je.recalibrated(judged, shipped.get(method, IDENTITY)))}
     report = je.split_report(method, judged, split) if split is not None else je.domain_report(method, judged)
     report["as_shipped"] = je.summary(je.recalibrated(judged, shipped.get(method, IDENTITY)))
     return report
@@ -132,7 +141,7 @@ def cached_examples(labels_path: Path, rubric_path: Path, labelled: tuple, judge
 
 def head_report(llm, model: str | None, split, cache: Path | None = None) -> tuple[dict, dict]:
     """The head trained on the training domains (with 50, 200 and all their labels), measured on the held-out
-    domains; and the choice method's report from the same pass."""
+    domains; the choice method's report from the same pass; and the head trained on every training label."""
     import random
 
     from rubrics import judge_eval as je
@@ -153,13 +162,15 @@ def head_report(llm, model: str | None, split, cache: Path | None = None) -> tup
     train = [e for e in examples if e.label.domain in split.train]
     held = [e for e in examples if e.label.domain in split.held_out]
     choice = [je.Judged(e.label, sigmoid(e.choice_raw), None) for e in examples]
-    curve = {}
+    curve, head = {}, None
     ordered = sorted(train, key=lambda e: e.label.source)
     for size in (50, 200, len(train)):
         if size > len(train):
             continue
         chosen = ordered if size == len(train) else random.Random(size).sample(ordered, size)
         selection = ht.select_and_fit(chosen, layers)
+        if size == len(train):
+            head = ht.as_head(selection.fit, judge.identity(), chosen)
         probabilities = ht.head_probabilities(selection.fit, held, layers)
         judged = [je.Judged(e.label, p, None) for e, p in zip(held, probabilities)]
         curve[str(size) if size < len(train) else "all"] = {
@@ -168,7 +179,7 @@ def head_report(llm, model: str | None, split, cache: Path | None = None) -> tup
             "held_out": je.summary_with_domains(judged) if size == len(train) else je.summary(judged)}
     report = {"held_out": curve["all"]["held_out"], "learning_curve": curve, "layers": list(layers),
               "left_out": left_out}
-    return report, summarise("choice", choice, split, shipped_calibrations(model, llm))
+    return report, summarise("choice", choice, split, shipped_calibrations(model, llm)), head
 
 
 def blocks(report: dict) -> list[tuple[str, dict]]:
@@ -176,6 +187,8 @@ def blocks(report: dict) -> list[tuple[str, dict]]:
     if "learning_curve" in report:   # the head
         return [(f"trained on {c['labels']} train labels" if name != "all" else "trained on train domains",
                  c["held_out"]) for name, c in reversed(report["learning_curve"].items())]
+    if "held_out_as_shipped" in report:
+        return [("held-out domains, as shipped", report["held_out_as_shipped"])]
     if "held_out" in report:         # a method, on the split
         return [("held-out domains", report["held_out"]),
                 ("train, one domain out", report["train"]["leave_one_domain_out"]),
@@ -185,6 +198,8 @@ def blocks(report: dict) -> list[tuple[str, dict]]:
 
 
 def per_domain_blocks(report: dict) -> dict[str, dict]:
+    if "held_out_as_shipped" in report:
+        return report["held_out_as_shipped"]["per_domain"]
     if "held_out" in report:
         return report["held_out"]["per_domain"]
     return report["leave_one_domain_out"]["per_domain"]
@@ -195,16 +210,18 @@ def table(reports: dict[str, dict]) -> str:
         return "-" if value is None else f"{value:.2f}"
 
     lines = ["| method | calibration | labels | n | accuracy | balanced acc. | AUC | kappa | Brier "
-             "| clear pairs ranked |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "| clear pairs ranked | near misses caught |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for method, report in reports.items():
         for title, block in blocks(report):
             for difficulty in ("clear", "hard"):
                 a = block["by_difficulty"][difficulty]
                 pairs = cell(block["clear_pairs_ranked"]) if difficulty == "clear" else ""
+                near = f"{cell(block.get('near_misses_caught'))} of {block.get('near_misses', 0)}" \
+                    if difficulty == "clear" else ""
                 lines.append(f"| {method} | {title} | {difficulty} | {a['n']} | {cell(a['accuracy'])} | "
                              f"{cell(a['balanced_accuracy'])} | {cell(a.get('auc'))} | {cell(a['kappa'])} | "
-                             f"{cell(a['brier'])} | {pairs} |")
+                             f"{cell(a['brier'])} | {pairs} | {near} |")
     return "\n".join(lines)
 
 
@@ -255,11 +272,20 @@ def main() -> None:
     parser.add_argument("--split", default=str(LABELS / "split.yaml"),
                         help="the fixed split of domains (default: examples/labels/split.yaml); none: leave each "
                              "domain out in turn over every domain")
+    parser.add_argument("--held-out-only", action="store_true",
+                        help="judge only the split's held-out domains and report them under the model's shipped "
+                             "calibration (fitted on training domains only: the nine first), nothing fitted; "
+                             "a quarter of the work, for a method's held-out figure")
     parser.add_argument("--head", action="store_true",
                         help="also train a verdict head on the training domains and measure it on the held-out ones")
     parser.add_argument("--features-cache", metavar="DIR",
                         help="with --head: keep each labelled set's head features in this folder, so that a rerun "
                              "(or an interrupted run) reads them back")
+    parser.add_argument("--write-head", action="store_true",
+                        help="with --head: write the head trained on every training label as the model's shipped "
+                             "head (rubrics/judges/heads/<catalog name>.json) and its held-out figures into "
+                             "rubrics/judges/calibrations/quality.json; ship it only where it beats the model's best "
+                             "zero-shot method there")
     parser.add_argument("--verdict-cache", metavar="DB",
                         help="keep the raw verdicts in this sqlite file, so that a rerun reads them back (its "
                              "judgments/s then measure the cache, not the model)")
@@ -267,25 +293,29 @@ def main() -> None:
     # the judge model as the judge runs it: float32, the product's cache
     model = args.model or default_judge_model()
     llm = LLM(**engine_defaults({"model": model, **({"quantization": args.quantization} if args.quantization else {})}))
-    total = sum(1 for labels, _ in labelled_sets() for line in labels.read_text().splitlines() if line.strip())
-    print(f"{len(labelled_sets())} domains, {total} labels, judge model {model} "
+    split = None if args.split == "none" else je.load_split(args.split)
+    if args.held_out_only and (split is None or args.head or args.write_calibration):
+        parser.error("--held-out-only needs the split, and fits nothing (no --head, no --write-calibration)")
+    domains = split.held_out if args.held_out_only else None
+    total = sum(1 for labels, _ in labelled_sets(domains) for line in labels.read_text().splitlines()
+                if line.strip())
+    print(f"{len(labelled_sets(domains))} domains, {total} labels, judge model {model} "
           f"({llm.model_path.name}, {llm.dtype}{', ' + llm.quantization if llm.quantization else ''}), "
           f"{torch.get_num_threads()} threads, "
           f"load average {os.getloadavg()[0]:.1f}")
-    split = None if args.split == "none" else je.load_split(args.split)
     reports = {}
     # --head alone: the head, and the choice method from the same pass
     for method in args.method or ([] if args.head else zero_shot):
         started = time.perf_counter()
-        reports[method] = summarise(method, judge_all(method, llm, model, args.verdict_cache), split,
-                                    shipped_calibrations(model, llm))
+        reports[method] = summarise(method, judge_all(method, llm, model, args.verdict_cache, domains), split,
+                                    shipped_calibrations(model, llm), args.held_out_only)
         report_speed(reports[method], method, started, total)
     if args.head:
         if split is None:
             parser.error("--head needs the split (its head is trained on the training domains)")
         started = time.perf_counter()
-        reports["head"], choice = head_report(llm, model, split,
-                                              Path(args.features_cache) if args.features_cache else None)
+        reports["head"], choice, head = head_report(llm, model, split,
+                                                    Path(args.features_cache) if args.features_cache else None)
         reports.setdefault("choice", choice)
         report_speed(reports["head"], "head (features; choice from the same pass)", started, total)
     print()
@@ -296,6 +326,10 @@ def main() -> None:
         Path(args.json).write_text(json.dumps(reports, indent=1))
     if args.write_calibration:
         write_calibration(model, llm, reports)
+    if args.write_head:
+        if not args.head:
+            parser.error("--write-head needs --head")
+        write_head(model, llm, head, reports)
 
 
 def write_calibration(model: str, llm, reports: dict[str, dict]) -> None:
@@ -329,22 +363,51 @@ def write_calibration(model: str, llm, reports: dict[str, dict]) -> None:
     if identity.quantization:   # the same model computing another way: its own figures, beside the float32 ones
         entry = entry.setdefault("quantized", {}).setdefault(identity.quantization, {"methods": {}})
     for method, report in reports.items():
-        headline = report["held_out"] if "held_out" in report else report["leave_one_domain_out"]
-        held_out = headline["by_difficulty"]
-        entry["methods"][method] = {
-            "measured_on": "held-out domains of examples/labels/split.yaml" if "held_out" in report
-            else "each domain left out in turn",
-            "clear_balanced_accuracy": held_out["clear"]["balanced_accuracy"],
-            "hard_balanced_accuracy": held_out["hard"]["balanced_accuracy"],
-            "clear_auc": held_out["clear"]["auc"], "hard_auc": held_out["hard"]["auc"],
-            "clear_pairs_ranked": headline["clear_pairs_ranked"],
-            "brier": held_out["all"]["brier"]}
+        entry["methods"][method] = quality_entry(report)
     best = JUDGE_MODELS[name].method
     if best in entry["methods"]:
         entry.update(method=best, **{k: entry["methods"][best][k] for k in
                                      ("clear_balanced_accuracy", "hard_balanced_accuracy")})
     QUALITY_FILE.write_text(json.dumps(table, indent=1) + "\n")
     print(f"wrote {path} and {QUALITY_FILE}")
+
+
+def write_head(model: str, llm, head, reports: dict[str, dict]) -> None:
+    """The head on every training label into heads/<catalog name>[.<quantization>].json, and its held-out figures
+    beside the methods' in quality.json."""
+    from rubrics.judges.judge_models import catalog_name_of, shipped_head_path
+    from rubrics.judges.quality import QUALITY_FILE, quality_table
+
+    identity = judge_identity(model, llm)
+    name = catalog_name_of(identity)
+    if name is None:
+        raise SystemExit(f"{model}: not a catalog model; train its head with rubric judge-train")
+    path = shipped_head_path(name, identity.quantization)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    head.write(path)
+    table = quality_table()
+    if not table:
+        raise SystemExit(f"{QUALITY_FILE}: missing; write the zero-shot figures first (--write-calibration)")
+    entry = table["models"].setdefault(name, {"methods": {}})
+    if identity.quantization:
+        entry = entry.setdefault("quantized", {}).setdefault(identity.quantization, {"methods": {}})
+    entry["methods"]["head"] = quality_entry(reports["head"])
+    QUALITY_FILE.write_text(json.dumps(table, indent=1) + "\n")
+    print(f"wrote {path} and {QUALITY_FILE}")
+
+
+def quality_entry(report: dict) -> dict:
+    """A method's headline figures as quality.json keeps them."""
+    headline = report["held_out"] if "held_out" in report else report["leave_one_domain_out"]
+    held_out = headline["by_difficulty"]
+    return {"measured_on": "held-out domains of examples/labels/split.yaml" if "held_out" in report
+            else "each domain left out in turn",
+            "clear_balanced_accuracy": held_out["clear"]["balanced_accuracy"],
+            "hard_balanced_accuracy": held_out["hard"]["balanced_accuracy"],
+            "clear_auc": held_out["clear"]["auc"], "hard_auc": held_out["hard"]["auc"],
+            "clear_pairs_ranked": headline["clear_pairs_ranked"],
+            "near_misses_caught": headline.get("near_misses_caught"),
+            "brier": held_out["all"]["brier"]}
 
 
 if __name__ == "__main__":

@@ -127,11 +127,20 @@ def ranked_pairs(judged: Sequence[Judged], difficulty: str | None = "clear") -> 
     return wins / total if total else None
 
 
+def near_misses_caught(judged: Sequence[Judged]) -> tuple[float | None, int]:
+    """Over the labels marked near_miss (unmet, though the work addresses the criterion): the share the judge calls
+    unmet (probability below 0.5; a judge error counts as not caught), and how many there are."""
+    near = [j for j in judged if j.label.near_miss]
+    caught = sum(1 for j in near if j.error is None and j.probability is not None and j.probability < 0.5)
+    return (caught / len(near) if near else None), len(near)
+
+
 def summary(judged: Sequence[Judged]) -> dict[str, Any]:
     from dataclasses import asdict
 
+    caught, near = near_misses_caught(judged)
     return {"by_difficulty": {k: asdict(v) for k, v in by_difficulty(judged).items()},
-            "clear_pairs_ranked": ranked_pairs(judged)}
+            "clear_pairs_ranked": ranked_pairs(judged), "near_misses": near, "near_misses_caught": caught}
 
 
 def panel_report(judged: Sequence[Judged]) -> dict[str, Any] | None:

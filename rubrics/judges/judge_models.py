@@ -92,14 +92,20 @@ def shipped_calibration_path(name: str, quantization: str | None = None) -> Path
     return CALIBRATIONS / (f"{name}.{quantization}.json" if quantization else f"{name}.json")
 
 
+def shipped_head_path(name: str, quantization: str | None = None) -> Path:
+    """heads/<catalog name>.json, or <catalog name>.<quantization>.json (a head reads one model's hidden states as
+    that model computes them)."""
+    return HEADS / (f"{name}.{quantization}.json" if quantization else f"{name}.json")
+
+
 def shipped_head(identity: ModelIdentity):
     """The verdict head shipped for this model (rubrics.judges.verdict_head.VerdictHead); None when it has none,
     or for a model outside the catalog, or for other weights or another quantization than it was trained for."""
     from rubrics.judges.verdict_head import HeadFileError, load_head
 
     name = catalog_name_of(identity)
-    path = HEADS / f"{name}.json"
-    if name is None or not path.is_file():
+    path = shipped_head_path(name, identity.quantization) if name is not None else None
+    if path is None or not path.is_file():
         return None
     head = load_head(path)
     try:

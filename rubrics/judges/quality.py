@@ -1,8 +1,8 @@
 """The measured quality of each catalog judge model, as `rubric model list` shows it.
 
-benchmarks/judge_quality.py --write-quality records its figures in rubrics/judges/calibrations/quality.json: per
+benchmarks/judge_quality.py --write-calibration (and --write-head) records its figures in rubrics/judges/calibrations/quality.json: per
 catalog model, the model's default method, balanced accuracy on clear and on hard labels with the calibration
-fitted on the other domains (leave one domain out), and judgments per second on the machine it ran on.
+fitted where the figure was not measured (the held-out domains of the split, or each domain left out in turn), and judgments per second on the machine it ran on.
 """
 from __future__ import annotations
 

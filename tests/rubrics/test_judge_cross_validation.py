@@ -98,3 +98,14 @@ def test_the_command_cross_validates_the_embedded_judge_over_two_domains(tmp_pat
                             "statement", "--cross-validate", "domain"], capture_output=True, text=True, cwd=REPO,
                            timeout=600).stdout
     assert "held-out domain: clear" in table and "held-out figures per domain" in table
+
+
+def test_near_misses_caught_counts_the_near_misses_judged_unmet():
+    def near(raw: float, number: int, error: str | None = None) -> je.Judged:
+        label = je.Label(f"a/x/{number}", None, "x", False, f"a.jsonl:{number}", "a", "hard", near_miss=True)
+        return je.Judged(label, None if error else sigmoid(raw), error)
+
+    judged = [*JUDGED, near(-1.0, 10), near(0.5, 11), near(-3.0, 12), near(0.0, 13, "the judge failed")]
+    out = metrics.summary(judged)
+    assert (out["near_misses"], out["near_misses_caught"]) == (4, 0.5)   # -1.0 and -3.0 caught; 0.5 and the error not
+    assert metrics.summary(JUDGED)["near_misses_caught"] is None
