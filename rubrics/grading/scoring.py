@@ -17,6 +17,7 @@ from rubrics.rubric.compiler import CodeStep, JudgeStep, Plan
 from rubrics.grading.dispatch import group_by_judge, split_back
 from rubrics.grading.expectation import Band, Outcome, expected_score, hard_score, in_band, score_range
 from rubrics.grading.jobs import Job, LoadFailure, Pair, PlanCache, RubricFailure, make_jobs
+from rubrics.grading.parts import combined_parts
 from rubrics.judges.protocol import Judge, JudgeRequest, Verdict, call_judge
 from rubrics.judges.usage import JudgeUsage, total_usage
 from rubrics.result import ItemResult, Result, TagScore
@@ -68,6 +69,13 @@ def judge_item_result(step: JudgeStep, verdict: Verdict) -> ItemResult:
                                      if verdict.probability is not None else "judge verdict")
     return ItemResult(**base, status="met" if verdict.met else "unmet", evidence=evidence,
                       uncertain=in_band(verdict.probability, step.uncertain), members=list(verdict.members) or None)
+
+
+def step_verdict(step: JudgeStep, judged: dict[str, Verdict]) -> Verdict:
+    """The item's verdict from the verdicts by request id: its own, or its parts' combined."""
+    if not step.parts:
+        return judged[step.item.id]
+    return combined_parts(step.parts, [judged[part.id] for part in step.parts])
 
 
 def no_evidence_result(step: JudgeStep, missing: str) -> ItemResult:
@@ -199,10 +207,11 @@ def prepare(job: Job, judge: Judge | None) -> Prepared:
     plan, trajectory = job.plan, job.trajectory
     code = {s.item.id: run_code_step(s, trajectory) for s in plan.steps if isinstance(s, CodeStep)}
     requests = []
-    steps = {s.item.id: s for s in plan.judge_steps}
+    step_of = {asked.id: s for s in plan.judge_steps for asked in s.asked}   # request id -> its item's step
     for request in plan.judge_requests(trajectory):
-        if request.context.missing:
-            code[request.item.id] = no_evidence_result(steps[request.item.id], request.context.missing)
+        step = step_of[request.item.id]
+        if request.context.missing:   # the parts of an item share its evidence: all missing, or none
+            code[step.item.id] = no_evidence_result(step, request.context.missing)
         else:
             requests.append(request)
     return Prepared(job, judge, code, requests)
@@ -215,7 +224,7 @@ def finish(prepared: Prepared, verdicts: Sequence[Verdict], reward: Reward = "ha
         return failed_result(job.plan, job.trajectory, reward)
     plan = job.plan
     judged = {request.item.id: verdict for request, verdict in zip(prepared.requests, verdicts, strict=True)}
-    items = [prepared.code[s.item.id] if s.item.id in prepared.code else judge_item_result(s, judged[s.item.id])
+    items = [prepared.code[s.item.id] if s.item.id in prepared.code else judge_item_result(s, step_verdict(s, judged))
              for s in plan.steps]
     usages = [v.usage for v in judged.values() if v.usage is not None]
     judge = prepared.judge

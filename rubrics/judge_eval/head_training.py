@@ -107,6 +107,8 @@ def _example(pair: Judged, measured: dict[tuple[str, str], Any]) -> Example | st
     if pair.no_evidence:
         return "no evidence to judge (decided without the judge)"
     found = measured.get((pair.label.trajectory.id, pair.label.item_id))
+    if found is None and (pair.label.trajectory.id, f"{pair.label.item_id}#1") in measured:
+        return "judged part by part (its parts: under `judge: parts:`); a head reads one question per item"
     if found is None or isinstance(found, str):
         return f"the judge could not judge it: {found or pair.error}"
     yes, no = found[0].logprobs

@@ -3,10 +3,12 @@
 The plan is built once per rubric; `judge_requests(trajectory)` selects the evidence. Each distinct evidence
 list of a trajectory becomes one JudgeContext, built once and shared by the items that show it; requests come
 out in item order, so the prompts built from them share a long prefix that the engine's prefix cache reuses.
+An item with `parts:` sends one request per part (ids "ITEM#1", "ITEM#2", ...), which the scorer combines back
+into the item's verdict (rubrics/grading/parts.py).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from rubrics.grading.expectation import DEFAULT_UNCERTAIN, Band
@@ -31,10 +33,16 @@ class JudgeStep:
     judge: JudgeItem              # what the judge is asked, with the item's resolved judge options
     evidence: tuple[str, ...]     # selectors
     uncertain: Band = DEFAULT_UNCERTAIN   # kept here, not on JudgeItem: the scorer flags items, judges never see it
+    parts: tuple[JudgeItem, ...] = ()     # `parts:`: each asked on its own; the item is met when every one is
 
     @property
     def threshold(self) -> float:
         return self.judge.threshold
+
+    @property
+    def asked(self) -> tuple[JudgeItem, ...]:
+        """What the judge is asked for this item: its parts, or the item itself."""
+        return self.parts or (self.judge,)
 
 
 @dataclass(frozen=True)
@@ -69,7 +77,7 @@ class Plan:
                                                    tuple(block(s) for s in selectors))
             return contexts[selectors]
 
-        return [JudgeRequest(context(step.evidence), step.judge) for step in self.judge_steps]
+        return [JudgeRequest(context(step.evidence), asked) for step in self.judge_steps for asked in step.asked]
 
 
 def _first(*values):
@@ -93,7 +101,15 @@ def compile_judge(item: Item, rubric: Rubric, uncertain: Band | None = None) -> 
         max_tokens=_first(options.max_tokens, pick("max_tokens"), DEFAULT_MAX_TOKENS),
         samples=_first(options.samples, pick("samples"), 1))
     band = _first(options.uncertain, uncertain, pick("uncertain"), DEFAULT_UNCERTAIN)
-    return JudgeStep(item=item, judge=judge, evidence=tuple(evidence), uncertain=tuple(band))
+    # a part is the item's question with the part's text; the item's examples decide the whole item, not a part
+    parts = tuple(replace(judge, id=part_id(item.id, number), criterion=text, examples=())
+                  for number, text in enumerate(options.parts or (), start=1))
+    return JudgeStep(item=item, judge=judge, evidence=tuple(evidence), uncertain=tuple(band), parts=parts)
+
+
+def part_id(item_id: str, number: int) -> str:
+    """The request id of an item's part: "ITEM#N" (a "#" cannot occur in an item id)."""
+    return f"{item_id}#{number}"
 
 
 def compile_code(item: Item) -> CodeStep:

@@ -26,6 +26,8 @@ Probability = Annotated[float, Field(ge=0.0, le=1.0)]
 TAG_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:/+-]*$"   # e.g. axis:accuracy, theme:safety
 Tag = Annotated[StrictStr, Field(pattern=TAG_PATTERN, max_length=128)]
 MAX_TAGS = 32
+MAX_PARTS = 8
+PartText = Annotated[StrictStr, Field(min_length=1, max_length=4096)]
 
 
 def _ordered(band: tuple[float, float]) -> tuple[float, float]:
@@ -75,6 +77,9 @@ class JudgeOptions(_Strict):
     samples: Samples | None = None
     threshold: Threshold | None = Field(None, description="Probability above which the item counts as met.")
     uncertain: UncertainBand | None = None
+    parts: list[PartText] | None = Field(None, min_length=2, max_length=MAX_PARTS, description=(
+        "The criterion cut into the requirements it joins: each part is asked on its own (same evidence and "
+        "options), and the item is met when every part is; its probability is the lowest part's."))
 
 
 class JudgeDefaults(_Strict):

@@ -47,7 +47,9 @@ class VerdictRecorder:
         verdicts = self.inner.judge(requests)
         for request, verdict in zip(requests, verdicts):
             blocks = [EvidenceText(name=b.name, text=b.text) for b in request.context.evidence]
-            self.seen[(request.context.trajectory_id, request.item.id)] = (blocks, verdict.rationale)
+            # an item judged part by part ("ITEM#N" requests) shows its evidence once, under the item
+            item_id = request.item.id.split("#")[0]
+            self.seen[(request.context.trajectory_id, item_id)] = (blocks, verdict.rationale)
         return verdicts
 
     def __getattr__(self, name: str) -> Any:

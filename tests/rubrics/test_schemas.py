@@ -46,7 +46,8 @@ def test_rubric_schema_accepts_every_check_key_and_judge_option():
                      "threshold": 0.6},
            "gates": [{"id": "g", "tests": {"fail_to_pass": ["a"], "pass_to_pass": ["b"]}}],
            "criteria": [
-               {"id": "j", "points": 1, "judge": {"text": "x", "method": "likelihood"}, "evidence": ["transcript"],
+               {"id": "j", "points": 1, "judge": {"text": "x", "method": "likelihood", "parts": ["y", "z"]},
+                "evidence": ["transcript"],
                 "threshold": 0.7, "examples": [{"evidence": "e", "met": True}]},
                {"id": "e", "points": 1, "email_sent": {"to": ["a@b.c"], "cc": "c@d.e", "subject": "*", "body": "x",
                                                         "attachment": "*.pdf", "to_other_than": ["a@b.c"]}},
