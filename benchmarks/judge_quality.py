@@ -3,6 +3,7 @@
     python benchmarks/judge_quality.py [--model NAME|PATH] [--method NAME ...] [--head] [--split FILE|none]
                                        [--json FILE] [--verdict-cache DB] [--write-calibration] [--write-head]
                                        [--features-cache DIR] [--quantization int8] [--held-out-only]
+                                       [--rubric-variant NAME] [--mode reasoned]
 
 For every labelled set under examples/labels/ (one domain each: its labels.jsonl, graded with the rubric.yaml
 beside it, or examples/<domain>/rubric.yaml for the two example rubrics), every method asked grades every
@@ -15,6 +16,9 @@ fixed split (examples/labels/split.yaml, the default):
 With --split none, the older report: each domain left out in turn over every domain, and in-sample.
 --held-out-only: only the held-out domains are judged (a quarter of the labels), under the model's shipped
 calibration, which was fitted on training domains only (the nine first); nothing is fitted.
+--rubric-variant parts: each domain judged with its rubric.parts.yaml where it has one: the same rubric with each
+item that joins several requirements cut into its parts (judge: parts:, met when every part is).
+--mode reasoned: every item judged in reasoned mode (a greedy rationale first, then the answer).
 --head: the verdict head (rubric judge-train) trained on the training domains' labels only (layer and weight decay
 chosen leaving training domains out), measured on the held-out domains, with 50, 200 and all training labels (the
 learning curve). Its features come from one pass of the choice prompt, which gives the choice method's figures too.
@@ -43,14 +47,17 @@ def peak_rss_gib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20   # Linux reports KiB
 
 
-def labelled_sets(domains=None) -> list[tuple[Path, Path]]:
-    """(labels file, rubric) of every domain (or of those named), sorted by domain."""
+def labelled_sets(domains=None, variant: str | None = None) -> list[tuple[Path, Path]]:
+    """(labels file, rubric) of every domain (or of those named), sorted by domain; with a variant, the domain's
+    rubric.<variant>.yaml where it has one (the same rubric written another way, e.g. its items cut into parts)."""
     sets = []
     for labels in sorted(LABELS.glob("*/labels.jsonl")):
         if domains is not None and labels.parent.name not in domains:
             continue
         own = labels.parent / "rubric.yaml"
-        sets.append((labels, own if own.exists() else REPO / "examples" / labels.parent.name / "rubric.yaml"))
+        rubric = own if own.exists() else REPO / "examples" / labels.parent.name / "rubric.yaml"
+        other = labels.parent / f"rubric.{variant}.yaml" if variant else None
+        sets.append((labels, other if other is not None and other.exists() else rubric))
     return sets
 
 
@@ -61,7 +68,18 @@ def load_labelled(domains=None) -> list[tuple[list, object]]:
     return [(je.load_labels(labels), load_rubric(rubric)) for labels, rubric in labelled_sets(domains)]
 
 
-def judge_all(method: str, llm, model: str | None, cache_path: str | None, domains=None) -> list:
+def in_mode(rubric, mode: str | None):
+    """The rubric with every judge item in this mode (its `judge:` defaults' mode; items that set one keep it)."""
+    from rubrics.rubric.spec import JudgeDefaults
+
+    if mode is None:
+        return rubric
+    defaults = rubric.judge or JudgeDefaults()
+    return rubric.model_copy(update={"judge": defaults.model_copy(update={"mode": mode})})
+
+
+def judge_all(method: str, llm, model: str | None, cache_path: str | None, domains=None,
+              variant: str | None = None, mode: str | None = None) -> list:
     from rubrics import judge_eval as je
     from rubrics.judges.embedded import EmbeddedJudge
     from rubrics.judges.methods import IDENTITY
@@ -74,8 +92,8 @@ def judge_all(method: str, llm, model: str | None, cache_path: str | None, domai
 
         judge = CachedJudge(judge, VerdictCache(cache_path))
     judged = []
-    for labels, rubric in labelled_sets(domains):
-        part, skipped = je.judge_labels(je.load_labels(labels), load_rubric(rubric), judge)
+    for labels, rubric in labelled_sets(domains, variant):
+        part, skipped = je.judge_labels(je.load_labels(labels), in_mode(load_rubric(rubric), mode), judge)
         if skipped:
             raise SystemExit(f"{labels}: labels on unknown items: {skipped[:3]}")
         judged += part
@@ -276,6 +294,12 @@ def main() -> None:
                         help="judge only the split's held-out domains and report them under the model's shipped "
                              "calibration (fitted on training domains only: the nine first), nothing fitted; "
                              "a quarter of the work, for a method's held-out figure")
+    parser.add_argument("--rubric-variant", metavar="NAME",
+                        help="judge each domain with its rubric.NAME.yaml where it has one (e.g. parts: the same "
+                             "rubric with its items cut into parts), its rubric.yaml elsewhere; no fitting, no head")
+    parser.add_argument("--mode", choices=("reasoned",),
+                        help="judge every item in this mode (reasoned: a greedy rationale of the rubric's max_tokens "
+                             "first, then the answer); no fitting, no head")
     parser.add_argument("--head", action="store_true",
                         help="also train a verdict head on the training domains and measure it on the held-out ones")
     parser.add_argument("--features-cache", metavar="DIR",
@@ -296,6 +320,8 @@ def main() -> None:
     split = None if args.split == "none" else je.load_split(args.split)
     if args.held_out_only and (split is None or args.head or args.write_calibration):
         parser.error("--held-out-only needs the split, and fits nothing (no --head, no --write-calibration)")
+    if (args.rubric_variant or args.mode) and (args.head or args.write_calibration or args.write_head):
+        parser.error("--rubric-variant and --mode measure another way of judging; they fit nothing")
     domains = split.held_out if args.held_out_only else None
     total = sum(1 for labels, _ in labelled_sets(domains) for line in labels.read_text().splitlines()
                 if line.strip())
@@ -307,8 +333,8 @@ def main() -> None:
     # --head alone: the head, and the choice method from the same pass
     for method in args.method or ([] if args.head else zero_shot):
         started = time.perf_counter()
-        reports[method] = summarise(method, judge_all(method, llm, model, args.verdict_cache, domains), split,
-                                    shipped_calibrations(model, llm), args.held_out_only)
+        judged = judge_all(method, llm, model, args.verdict_cache, domains, args.rubric_variant, args.mode)
+        reports[method] = summarise(method, judged, split, shipped_calibrations(model, llm), args.held_out_only)
         report_speed(reports[method], method, started, total)
     if args.head:
         if split is None:
