@@ -165,6 +165,7 @@ def llama_cpp_rate(gguf: Path, prompts: list[list[int]], choices: list[list[int]
     prefix cache does; the log-probabilities of the choices' first tokens come from the last position."""
     try:
         import llama_cpp
+        import numpy as np
     except ImportError:
         return None, "llama-cpp-python is not installed (pip install llama-cpp-python to compare)", []
     if gguf.suffix != ".gguf":
@@ -178,7 +179,8 @@ def llama_cpp_rate(gguf: Path, prompts: list[list[int]], choices: list[list[int]
         common = shared_prefix_len(previous, prompt[:-1])  # the last token is always evaluated: it gives the logits
         model.n_tokens = common  # eval() drops the cache after n_tokens and evaluates the rest
         model.eval(prompt[common:])
-        logits = torch.from_numpy(model.scores[model.n_tokens - 1].copy())
+        # without logits_all, llama-cpp-python keeps no scores (0.3.x); the context holds the last token's logits
+        logits = torch.from_numpy(np.ctypeslib.as_array(model._ctx.get_logits(), shape=(model.n_vocab(),)).copy())
         scores.append(torch.log_softmax(logits, -1)[[ids[0] for ids in choices]].tolist())
         previous = prompt
     seconds = time.perf_counter() - start
