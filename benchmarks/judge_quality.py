@@ -145,16 +145,22 @@ def cached_examples(labels_path: Path, rubric_path: Path, labelled: tuple, judge
     for path in [labels_path, rubric_path, *sorted((labels_path.parent / "trajectories").glob("*"))]:
         digest.update(path.read_bytes())
     file = cache / f"{labels_path.parent.name}-{digest.hexdigest()[:16]}.pt"
-    labels = {label.source: label for label in labelled[0]}
+    # by line number: a label's source names its file by the path of the checkout that read it
+    labels = {line_of(label.source): label for label in labelled[0]}
     if file.is_file():
         saved = torch.load(file)
-        return [ht.Example(labels[source], hidden, raw) for source, hidden, raw in
+        return [ht.Example(labels[line_of(source)], hidden, raw) for source, hidden, raw in
                 zip(saved["sources"], saved["hidden"], saved["choice_raw"])], saved["left_out"]
     examples, left_out = ht.extract_examples([labelled], judge)
     cache.mkdir(parents=True, exist_ok=True)
     torch.save({"sources": [e.label.source for e in examples], "hidden": [e.hidden for e in examples],
                 "choice_raw": [e.choice_raw for e in examples], "left_out": left_out}, file)
     return examples, left_out
+
+
+def line_of(source: str) -> str:
+    """"labels.jsonl:12" -> "12"."""
+    return source.rsplit(":", 1)[-1]
 
 
 def head_report(llm, model: str | None, split, cache: Path | None = None) -> tuple[dict, dict]:
@@ -323,6 +329,12 @@ def main() -> None:
     if (args.rubric_variant or args.mode) and (args.head or args.write_calibration or args.write_head):
         parser.error("--rubric-variant and --mode measure another way of judging; they fit nothing")
     domains = split.held_out if args.held_out_only else None
+    if args.rubric_variant:
+        varied = [labels.parent.name for labels, rubric in labelled_sets(domains, args.rubric_variant)
+                  if rubric.name == f"rubric.{args.rubric_variant}.yaml"]
+        if not varied:
+            parser.error(f"--rubric-variant {args.rubric_variant}: no domain has a rubric.{args.rubric_variant}.yaml")
+        print(f"rubric.{args.rubric_variant}.yaml in {len(varied)} domains: {', '.join(varied)}")
     total = sum(1 for labels, _ in labelled_sets(domains) for line in labels.read_text().splitlines()
                 if line.strip())
     print(f"{len(labelled_sets(domains))} domains, {total} labels, judge model {model} "
@@ -401,7 +413,7 @@ def write_calibration(model: str, llm, reports: dict[str, dict]) -> None:
 def write_head(model: str, llm, head, reports: dict[str, dict]) -> None:
     """The head on every training label into heads/<catalog name>[.<quantization>].json, and its held-out figures
     beside the methods' in quality.json."""
-    from rubrics.judges.judge_models import catalog_name_of, shipped_head_path
+    from rubrics.judges.judge_models import JUDGE_MODELS, catalog_name_of, shipped_head_path
     from rubrics.judges.quality import QUALITY_FILE, quality_table
 
     identity = judge_identity(model, llm)
@@ -418,6 +430,9 @@ def write_head(model: str, llm, head, reports: dict[str, dict]) -> None:
     if identity.quantization:
         entry = entry.setdefault("quantized", {}).setdefault(identity.quantization, {"methods": {}})
     entry["methods"]["head"] = quality_entry(reports["head"])
+    if JUDGE_MODELS[name].method == "head":   # the model's own method: its headline figures
+        entry.update(method="head", **{k: entry["methods"]["head"][k] for k in
+                                       ("clear_balanced_accuracy", "hard_balanced_accuracy")})
     QUALITY_FILE.write_text(json.dumps(table, indent=1) + "\n")
     print(f"wrote {path} and {QUALITY_FILE}")
 

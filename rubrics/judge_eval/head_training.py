@@ -20,7 +20,8 @@ from typing import Any
 from rubrics.judge_eval.labels import Judged, Label, judge_labels
 from rubrics.judges.protocol import JudgeRequest, Verdict
 
-WEIGHT_DECAYS = (1e-3, 3e-3, 1e-2, 3e-2, 1e-1, 3e-1, 1.0)
+# The first head of the 135M model chose 1.0, the grid's end, at every training size: the grid goes on to 100.
+WEIGHT_DECAYS = (1e-3, 3e-3, 1e-2, 3e-2, 1e-1, 3e-1, 1.0, 3.0, 10.0, 30.0, 100.0)
 MAX_FOLDS = 5
 LAYER_FRACTIONS = (0.5, 0.67, 0.83, 1.0)   # candidate layers, as fractions of the model's depth
 

@@ -92,7 +92,7 @@ class EmbeddedJudge:
         identity = self.identity()
         known = judge_model_of(identity)
         self.head = judge_head(head, identity) if head is not None or known is None else shipped_head(identity)
-        self.method = method or (known.method if known is not None else UNCATALOGUED_METHOD)
+        self.method = method or (known.method_for(self.head is not None) if known is not None else UNCATALOGUED_METHOD)
         shipped = shipped_calibration(identity) if known is not None else None
         if calibration is None and not calibrations and self.method != "head" \
                 and (shipped is None or self.method not in shipped.calibrations):

@@ -37,10 +37,16 @@ UNCATALOGUED_METHOD = "choice"
 class JudgeModel:
     catalog_name: str
     method: str   # for items that name none
+    # where `method` is the head and no head is shipped for the model as it runs (another quantization): the best
+    # zero-shot method instead
+    zero_shot: str | None = None
+
+    def method_for(self, has_head: bool) -> str:
+        return self.zero_shot if self.method == "head" and not has_head and self.zero_shot else self.method
 
 
 JUDGE_MODELS: dict[str, JudgeModel] = {model.catalog_name: model for model in (
-    JudgeModel("smollm2-135m-instruct", "statement"),
+    JudgeModel("smollm2-135m-instruct", "head", zero_shot="statement"),
     JudgeModel("qwen2.5-coder-0.5b-instruct", "likelihood"),
     JudgeModel("qwen2.5-coder-1.5b-instruct", "choice"),
 )}

@@ -8,10 +8,10 @@ import warnings
 import pytest
 from judge_models import REPO, tiny_judge_model
 
-from rubrics.judges.calibration_file import CalibrationFileError, load_calibration_file
+from rubrics.judges.calibration_file import CalibrationFileError, ModelIdentity, load_calibration_file
 from rubrics.judges.embedded import EmbeddedJudge
 from rubrics.judges.judge_models import CALIBRATIONS, DEFAULT_JUDGE_MODEL, JUDGE_MODELS, UncalibratedJudgeWarning, \
-    default_judge_model
+    default_judge_model, shipped_head
 from rubrics.judges.methods import IDENTITY, METHOD_NAMES
 from rubrics.judges.prompt.prompts import PROMPT_LAYOUT_VERSION
 
@@ -26,7 +26,25 @@ def test_every_catalog_judge_model_ships_a_calibration_made_for_it_with_its_defa
     assert (shipped.judge_model.name, shipped.judge_model.weights_sha256) == (entry.model, entry.sha256)
     assert shipped.judge_model.quantization is None
     assert shipped.prompt_layout == PROMPT_LAYOUT_VERSION
-    assert JUDGE_MODELS[name].method in shipped.calibrations and set(shipped.calibrations) <= set(METHOD_NAMES)
+    assert set(shipped.calibrations) <= set(METHOD_NAMES)
+    default = JUDGE_MODELS[name]
+    if default.method == "head":   # a trained head (identity calibration), and a calibrated zero-shot fallback
+        assert shipped_head(ModelIdentity(entry.model, entry.sha256)) is not None
+        assert default.zero_shot in shipped.calibrations
+    else:
+        assert default.method in shipped.calibrations
+
+
+def test_a_model_whose_method_is_its_head_falls_back_to_its_zero_shot_method_where_no_head_fits():
+    """The head reads the hidden states of the model as it computes them: an int8 judge has none shipped."""
+    heads = [m for m in JUDGE_MODELS.values() if m.method == "head"]
+    assert heads, "no catalog model judges with a head"
+    for model in heads:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UncalibratedJudgeWarning)   # no int8 calibration either
+            judge = EmbeddedJudge(model.catalog_name, quantization="int8")
+        assert judge.head is None and judge.method == model.zero_shot
+        assert EmbeddedJudge(model.catalog_name).method == "head"
 
 
 @pytest.mark.parametrize("name", sorted(JUDGE_MODELS))
