@@ -222,9 +222,10 @@ def test_grade_refuses_a_file_for_another_model_layout_or_method_or_a_malformed_
         "broken.json": (content(calibrations={"statement": {"scale": "x", "offset": 0}}),
                         "calibrations.statement.scale"),
     }
-    for name, (data, field) in cases.items():
+    for name, (data, field) in cases.items():   # the statement method (the 135M's own is its head)
         path = write(tmp_path / name, data)
-        refused(rubric("grade", REFUNDS_RUBRIC, REFUNDS_01, "--calibration", path), f"{path}: {field}")
+        refused(rubric("grade", REFUNDS_RUBRIC, REFUNDS_01, "--calibration", path, "--method", "statement"),
+                f"{path}: {field}")
     refused(rubric("grade", REFUNDS_RUBRIC, REFUNDS_01, "--calibration", tmp_path / "missing.json"),
             f"{tmp_path / 'missing.json'}: cannot read")
 
@@ -321,7 +322,8 @@ def test_judge_eval_writes_a_file_that_grade_applies(tmp_path):
     identity = write(tmp_path / "identity.json", {**data, "calibrations": {"statement": {"scale": 1, "offset": 0}}})
 
     def probabilities(calibration: Path) -> dict[str, float]:
-        graded = rubric("grade", REFUNDS_RUBRIC, REFUNDS_01, "--calibration", calibration, "--format", "json")
+        graded = rubric("grade", REFUNDS_RUBRIC, REFUNDS_01, "--calibration", calibration, "--method", "statement",
+                        "--format", "json")
         assert graded.returncode == 0, graded.stderr
         [result] = json.loads(graded.stdout)
         return {item["id"]: item["probability"] for item in result["items"] if item["probability"] is not None}
