@@ -375,8 +375,7 @@ def write_calibration(model: str, llm, reports: dict[str, dict]) -> None:
     split: on every label, in-sample); the headline held-out figures into quality.json. The head is not a
     calibration: it is written by rubric judge-train."""
     from rubrics.judges.calibration_file import CalibrationFile, load_calibration_file
-    from rubrics.judges.judge_models import DEFAULT_JUDGE_MODEL, JUDGE_MODELS, catalog_name_of, \
-        shipped_calibration_path
+    from rubrics.judges.judge_models import DEFAULT_JUDGE_MODEL, catalog_name_of, shipped_calibration_path
     from rubrics.judges.methods import Calibration
     from rubrics.judges.quality import QUALITY_FILE, quality_table
 
@@ -397,23 +396,14 @@ def write_calibration(model: str, llm, reports: dict[str, dict]) -> None:
     table = quality_table() or {"about": "benchmarks/judge_quality.py --write-calibration: balanced accuracy with "
                                          "the calibration fitted on the other domains (leave one domain out)",
                                 "default": DEFAULT_JUDGE_MODEL, "models": {}}
-    entry = table["models"].setdefault(name, {"methods": {}})
-    if identity.quantization:   # the same model computing another way: its own figures, beside the float32 ones
-        entry = entry.setdefault("quantized", {}).setdefault(identity.quantization, {"methods": {}})
-    for method, report in reports.items():
-        entry["methods"][method] = quality_entry(report)
-    best = JUDGE_MODELS[name].method
-    if best in entry["methods"]:
-        entry.update(method=best, **{k: entry["methods"][best][k] for k in
-                                     ("clear_balanced_accuracy", "hard_balanced_accuracy")})
-    QUALITY_FILE.write_text(json.dumps(table, indent=1) + "\n")
+    record_quality(table, name, identity.quantization, reports)
     print(f"wrote {path} and {QUALITY_FILE}")
 
 
 def write_head(model: str, llm, head, reports: dict[str, dict]) -> None:
     """The head on every training label into heads/<catalog name>[.<quantization>].json, and its held-out figures
     beside the methods' in quality.json."""
-    from rubrics.judges.judge_models import JUDGE_MODELS, catalog_name_of, shipped_head_path
+    from rubrics.judges.judge_models import catalog_name_of, shipped_head_path
     from rubrics.judges.quality import QUALITY_FILE, quality_table
 
     identity = judge_identity(model, llm)
@@ -426,23 +416,35 @@ def write_head(model: str, llm, head, reports: dict[str, dict]) -> None:
     table = quality_table()
     if not table:
         raise SystemExit(f"{QUALITY_FILE}: missing; write the zero-shot figures first (--write-calibration)")
-    entry = table["models"].setdefault(name, {"methods": {}})
-    if identity.quantization:
-        entry = entry.setdefault("quantized", {}).setdefault(identity.quantization, {"methods": {}})
-    entry["methods"]["head"] = quality_entry(reports["head"])
-    if JUDGE_MODELS[name].method == "head":   # the model's own method: its headline figures
-        entry.update(method="head", **{k: entry["methods"]["head"][k] for k in
-                                       ("clear_balanced_accuracy", "hard_balanced_accuracy")})
-    QUALITY_FILE.write_text(json.dumps(table, indent=1) + "\n")
+    record_quality(table, name, identity.quantization, {"head": reports["head"]})
     print(f"wrote {path} and {QUALITY_FILE}")
+
+
+def record_quality(table: dict, name: str, quantization: str | None, reports: dict[str, dict]) -> None:
+    """The reports' headline figures into the model's entry of quality.json (an int8 model's beside its float32
+    ones), the entry's own headline being its default method's; then the file is written."""
+    from rubrics.judges.judge_models import JUDGE_MODELS
+    from rubrics.judges.quality import QUALITY_FILE
+
+    entry = table["models"].setdefault(name, {"methods": {}})
+    if quantization:   # the same model computing another way: its own figures, beside the float32 ones
+        entry = entry.setdefault("quantized", {}).setdefault(quantization, {"methods": {}})
+    for method, report in reports.items():
+        entry["methods"][method] = quality_entry(report)
+    best = JUDGE_MODELS[name].method
+    if best in entry["methods"]:
+        entry.update(method=best, **{k: entry["methods"][best][k] for k in
+                                     ("clear_balanced_accuracy", "hard_balanced_accuracy")})
+    QUALITY_FILE.write_text(json.dumps(table, indent=1) + "\n")
 
 
 def quality_entry(report: dict) -> dict:
     """A method's headline figures as quality.json keeps them."""
+    from rubrics.judges.quality import ON_THE_SPLIT
+
     headline = report["held_out"] if "held_out" in report else report["leave_one_domain_out"]
     held_out = headline["by_difficulty"]
-    return {"measured_on": "held-out domains of examples/labels/split.yaml" if "held_out" in report
-            else "each domain left out in turn",
+    return {"measured_on": ON_THE_SPLIT if "held_out" in report else "each domain left out in turn",
             "clear_balanced_accuracy": held_out["clear"]["balanced_accuracy"],
             "hard_balanced_accuracy": held_out["hard"]["balanced_accuracy"],
             "clear_auc": held_out["clear"]["auc"], "hard_auc": held_out["hard"]["auc"],

@@ -19,6 +19,7 @@ from typing import Any
 
 from rubrics.judge_eval.labels import Judged, Label, judge_labels
 from rubrics.judges.protocol import JudgeRequest, Verdict
+from rubrics.rubric.compiler import part_id
 
 # The first head of the 135M model chose 1.0, the grid's end, at every training size: the grid goes on to 100.
 WEIGHT_DECAYS = (1e-3, 3e-3, 1e-2, 3e-2, 1e-1, 3e-1, 1.0, 3.0, 10.0, 30.0, 100.0)
@@ -108,7 +109,7 @@ def _example(pair: Judged, measured: dict[tuple[str, str], Any]) -> Example | st
     if pair.no_evidence:
         return "no evidence to judge (decided without the judge)"
     found = measured.get((pair.label.trajectory.id, pair.label.item_id))
-    if found is None and (pair.label.trajectory.id, f"{pair.label.item_id}#1") in measured:
+    if found is None and (pair.label.trajectory.id, part_id(pair.label.item_id, 1)) in measured:
         return "judged part by part (its parts: under `judge: parts:`); a head reads one question per item"
     if found is None or isinstance(found, str):
         return f"the judge could not judge it: {found or pair.error}"

@@ -95,13 +95,17 @@ def shipped_calibration(identity: ModelIdentity) -> CalibrationFile | None:
 def shipped_calibration_path(name: str, quantization: str | None = None) -> Path:
     """calibrations/<catalog name>.json, or <catalog name>.<quantization>.json for a model computing otherwise
     (its raw scores differ a little: a float32 fit is never applied to int8)."""
-    return CALIBRATIONS / (f"{name}.{quantization}.json" if quantization else f"{name}.json")
+    return _shipped_file(CALIBRATIONS, name, quantization)
 
 
 def shipped_head_path(name: str, quantization: str | None = None) -> Path:
     """heads/<catalog name>.json, or <catalog name>.<quantization>.json (a head reads one model's hidden states as
     that model computes them)."""
-    return HEADS / (f"{name}.{quantization}.json" if quantization else f"{name}.json")
+    return _shipped_file(HEADS, name, quantization)
+
+
+def _shipped_file(folder: Path, name: str, quantization: str | None) -> Path:
+    return folder / (f"{name}.{quantization}.json" if quantization else f"{name}.json")
 
 
 def shipped_head(identity: ModelIdentity):

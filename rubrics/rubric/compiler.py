@@ -112,6 +112,11 @@ def part_id(item_id: str, number: int) -> str:
     return f"{item_id}#{number}"
 
 
+def item_id_of(request_id: str) -> str:
+    """The item a request asks about: the item's own id, or the item of a part's "ITEM#N"."""
+    return request_id.split("#", 1)[0]
+
+
 def compile_code(item: Item) -> CodeStep:
     from rubrics.checks.registry import get_check
 

@@ -11,6 +11,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from rubrics.rubric.compiler import item_id_of
+
 KIND = "rubric-judge-eval"   # the "kind" of the file, so `rubric view` knows what it was given
 
 
@@ -48,8 +50,7 @@ class VerdictRecorder:
         for request, verdict in zip(requests, verdicts):
             blocks = [EvidenceText(name=b.name, text=b.text) for b in request.context.evidence]
             # an item judged part by part ("ITEM#N" requests) shows its evidence once, under the item
-            item_id = request.item.id.split("#")[0]
-            self.seen[(request.context.trajectory_id, item_id)] = (blocks, verdict.rationale)
+            self.seen[(request.context.trajectory_id, item_id_of(request.item.id))] = (blocks, verdict.rationale)
         return verdicts
 
     def __getattr__(self, name: str) -> Any:
