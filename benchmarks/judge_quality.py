@@ -141,7 +141,9 @@ def cached_examples(labels_path: Path, rubric_path: Path, labelled: tuple, judge
 
     if cache is None:
         return ht.extract_examples([labelled], judge)
-    digest = hashlib.sha256(json.dumps([judge.identity().to_dict(), list(layers)]).encode())
+    # the labels judged (a set may be a sample of its trajectories' labels) are part of the key
+    chosen = sorted(line_of(label.source) for label in labelled[0])
+    digest = hashlib.sha256(json.dumps([judge.identity().to_dict(), list(layers), chosen]).encode())
     for path in [labels_path, rubric_path, *sorted((labels_path.parent / "trajectories").glob("*"))]:
         digest.update(path.read_bytes())
     file = cache / f"{labels_path.parent.name}-{digest.hexdigest()[:16]}.pt"
@@ -163,9 +165,21 @@ def line_of(source: str) -> str:
     return source.rsplit(":", 1)[-1]
 
 
-def head_report(llm, model: str | None, split, cache: Path | None = None) -> tuple[dict, dict]:
-    """The head trained on the training domains (with 50, 200 and all their labels), measured on the held-out
-    domains; the choice method's report from the same pass; and the head trained on every training label."""
+def sampled_trajectories(labels: list, per_domain: int, domain: str) -> list:
+    """The labels of `per_domain` trajectories of a domain, drawn by a seed of the domain's name alone (never by a
+    figure): a training sample for a model whose pass over every training label costs hours."""
+    import random
+
+    keys = sorted({label.trajectory_key for label in labels})
+    chosen = set(random.Random(f"head-train:{domain}").sample(keys, min(per_domain, len(keys))))
+    return [label for label in labels if label.trajectory_key in chosen]
+
+
+def head_report(llm, model: str | None, split, cache: Path | None = None,
+                train_trajectories: int | None = None) -> tuple[dict, dict]:
+    """The head trained on the training domains (with 50, 200 and all their labels; with train_trajectories, on
+    the labels of that many trajectories of each training domain), measured on the held-out domains; the choice
+    method's report from the same pass; and the head trained on every training label it had."""
     import random
 
     from rubrics import judge_eval as je
@@ -177,8 +191,12 @@ def head_report(llm, model: str | None, split, cache: Path | None = None) -> tup
     layers = ht.candidate_layers(llm.num_layers)
     judge = EmbeddedJudge(model, method="head", head=HeadProbe(layers), llm=llm)
     examples, left_out = [], []
-    for (labels_path, rubric_path), labelled in zip(labelled_sets(), load_labelled()):
-        part, part_left_out = cached_examples(labels_path, rubric_path, labelled, judge, layers, cache)
+    # the held-out domains first: a run cut short already has the held-out figures' features
+    sets = sorted(zip(labelled_sets(), load_labelled()), key=lambda s: s[0][0].parent.name not in split.held_out)
+    for (labels_path, rubric_path), (labels, rubric) in sets:
+        if train_trajectories is not None and labels_path.parent.name in split.train:
+            labels = sampled_trajectories(labels, train_trajectories, labels_path.parent.name)
+        part, part_left_out = cached_examples(labels_path, rubric_path, (labels, rubric), judge, layers, cache)
         examples += part
         left_out += part_left_out
         print(f"  head features: {labels_path.parent.name} ({len(part)} labels), load average "
@@ -202,7 +220,8 @@ def head_report(llm, model: str | None, split, cache: Path | None = None) -> tup
             # the head on all training labels is the headline, with its figures per held-out domain
             "held_out": je.summary_with_domains(judged) if size == len(train) else je.summary(judged)}
     report = {"held_out": curve["all"]["held_out"], "learning_curve": curve, "layers": list(layers),
-              "left_out": left_out}
+              "left_out": left_out, "train_trajectories_per_domain": train_trajectories,
+              "labels_judged": len(examples) + len(left_out)}
     return report, summarise("choice", choice, split, shipped_calibrations(model, llm)), head
 
 
@@ -311,6 +330,10 @@ def main() -> None:
     parser.add_argument("--features-cache", metavar="DIR",
                         help="with --head: keep each labelled set's head features in this folder, so that a rerun "
                              "(or an interrupted run) reads them back")
+    parser.add_argument("--head-train-trajectories", type=int, metavar="K",
+                        help="with --head: train on the labels of K trajectories of each training domain (drawn by "
+                             "a seed of the domain's name), not on all of them: for a model whose pass over the "
+                             "1,950 training labels costs hours; the held-out domains are judged whole")
     parser.add_argument("--write-head", action="store_true",
                         help="with --head: write the head trained on every training label as the model's shipped "
                              "head (rubrics/judges/heads/<catalog name>.json) and its held-out figures into "
@@ -326,6 +349,8 @@ def main() -> None:
     split = None if args.split == "none" else je.load_split(args.split)
     if args.held_out_only and (split is None or args.head or args.write_calibration):
         parser.error("--held-out-only needs the split, and fits nothing (no --head, no --write-calibration)")
+    if args.head_train_trajectories is not None and not args.head:
+        parser.error("--head-train-trajectories needs --head")
     if (args.rubric_variant or args.mode) and (args.head or args.write_calibration or args.write_head):
         parser.error("--rubric-variant and --mode measure another way of judging; they fit nothing")
     domains = split.held_out if args.held_out_only else None
@@ -353,9 +378,11 @@ def main() -> None:
             parser.error("--head needs the split (its head is trained on the training domains)")
         started = time.perf_counter()
         reports["head"], choice, head = head_report(llm, model, split,
-                                                    Path(args.features_cache) if args.features_cache else None)
+                                                    Path(args.features_cache) if args.features_cache else None,
+                                                    args.head_train_trajectories)
         reports.setdefault("choice", choice)
-        report_speed(reports["head"], "head (features; choice from the same pass)", started, total)
+        report_speed(reports["head"], "head (features; choice from the same pass)", started,
+                     reports["head"]["labels_judged"])
     print()
     print(table(reports))
     print()

@@ -3,12 +3,14 @@
 The integer products go through ``torch._int_mm`` (oneDNN; int8 x int8 -> int32) where it computes the exact sums.
 It does not everywhere: on CPUs without AVX-512 VNNI / AVX-VNNI / AMX, oneDNN's int8 kernels saturate 16-bit
 intermediate sums (measured here with ONEDNN_MAX_CPU_ISA=AVX2 or AVX512_CORE: a 1024-term row of 127s came out
-16,385,536 too small, random rows off by 10^5). So the first int8 product of a process probes ``_int_mm`` on
-worst-case and random operands against exact int64 sums, and uses it only if every integer matches; otherwise
-(or with JUDGE_ENGINE_INT8_MATMUL=float32) the same integers come from float32 matrix products over chunks of at
-most EXACT_FLOAT32_K terms: each term is at most 127 * 127 = 16129 in magnitude, so every partial sum of a chunk is
-an integer below 1024 * 16129 = 16,516,096 < 2^24 and exact in float32 in any summation order; the chunks are
-added in int32 (exact below 2^31: K up to 133,143 terms, checked when a weight is quantized).
+16,385,536 too small, random rows off by 10^5). It is not fast everywhere either: on an AMD EPYC (Zen 3, AVX2) it is
+exact but ran 1-4 GFLOP/s, against 60-100 for float32 products. So the first int8 product of a process probes
+``_int_mm`` on worst-case and random operands against exact int64 sums, and uses it only if every integer matches
+and it outruns the float32 path on a judging step's shape; otherwise (or with JUDGE_ENGINE_INT8_MATMUL=float32) the
+same integers come from float32 matrix products over chunks of at most EXACT_FLOAT32_K terms: each term is at most
+127 * 127 = 16129 in magnitude, so every partial sum of a chunk is an integer below 1024 * 16129 = 16,516,096 < 2^24
+and exact in float32 in any summation order; the chunks are added in int32 (exact below 2^31: K up to 133,143 terms,
+checked when a weight is quantized).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import time
 
 import torch
 from torch import nn
@@ -77,7 +80,8 @@ def _float32_exact_mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 @functools.lru_cache(maxsize=None)
 def int8_matmul_method() -> str:
-    """"int_mm" where torch._int_mm gives exact sums on this machine (probed once), else "float32"."""
+    """"int_mm" where torch._int_mm gives exact sums on this machine and is the faster of the two (both probed
+    once), else "float32". Both give the same integers, so the choice changes the speed, never a result."""
     forced = os.environ.get(MATMUL_ENV, "auto")
     if forced in ("int_mm", "float32"):
         return forced
@@ -86,7 +90,31 @@ def int8_matmul_method() -> str:
     ok, reason = probe_int_mm()
     if not ok:
         log.warning("int8: torch._int_mm is not exact on this CPU (%s); using exact float32 products", reason)
-    return "int_mm" if ok else "float32"
+        return "float32"
+    speeds = probe_speeds()
+    if speeds["int_mm"] < speeds["float32"]:
+        # seen on an AMD EPYC (Zen 3, AVX2, no VNNI): exact, but 1-4 GFLOP/s against 60-100 for float32 products
+        log.warning("int8: torch._int_mm is exact but slow on this CPU (%.1f GFLOP/s, exact float32 products "
+                    "%.1f); using float32 products", speeds["int_mm"], speeds["float32"])
+        return "float32"
+    return "int_mm"
+
+
+def probe_speeds(rows: int = 64, depth: int = 1024, cols: int = 1024, repeats: int = 3) -> dict[str, float]:
+    """GFLOP/s of each method on one product of a judging step's shape (best of `repeats`, after a warm-up)."""
+    generator = torch.Generator().manual_seed(0)
+    a = torch.randint(-QMAX, QMAX + 1, (rows, depth), dtype=torch.int8, generator=generator)
+    b = torch.randint(-QMAX, QMAX + 1, (cols, depth), dtype=torch.int8, generator=generator).t()
+    speeds = {}
+    for method in ("int_mm", "float32"):
+        int8_matmul(a, b, method)
+        best = float("inf")
+        for _ in range(repeats):
+            started = time.perf_counter()
+            int8_matmul(a, b, method)
+            best = min(best, time.perf_counter() - started)
+        speeds[method] = 2 * rows * depth * cols / max(best, 1e-9) / 1e9
+    return speeds
 
 
 def probe_int_mm() -> tuple[bool, str]:

@@ -49,6 +49,30 @@ def test_both_int8_methods_give_the_exact_integer_sums(rows, depth, cols):
         assert torch.equal(int8_matmul(a, b, "int_mm"), int8_matmul(a, b, "float32"))
 
 
+@pytest.mark.parametrize("exact, speeds, chosen", [
+    ((True, "exact"), {"int_mm": 130.0, "float32": 40.0}, "int_mm"),     # VNNI: exact and fast
+    ((True, "exact"), {"int_mm": 1.9, "float32": 51.0}, "float32"),      # AMD Zen 3: exact but slow
+    ((False, "off by 10^5"), {"int_mm": 130.0, "float32": 40.0}, "float32"),  # saturating 16-bit sums
+])
+def test_the_int8_method_is_the_faster_of_the_exact_ones(monkeypatch, exact, speeds, chosen):
+    monkeypatch.delenv(int8.MATMUL_ENV, raising=False)
+    monkeypatch.setattr(int8, "probe_int_mm", lambda: exact)
+    monkeypatch.setattr(int8, "probe_speeds", lambda: speeds)
+    int8_matmul_method.cache_clear()
+    try:
+        assert int8_matmul_method() == chosen
+        monkeypatch.setenv(int8.MATMUL_ENV, "int_mm")
+        int8_matmul_method.cache_clear()
+        assert int8_matmul_method() == "int_mm"   # forced: neither probe decides
+    finally:
+        int8_matmul_method.cache_clear()
+
+
+def test_the_speed_probe_times_both_methods():
+    speeds = int8.probe_speeds(rows=8, depth=256, cols=64, repeats=1)
+    assert set(speeds) == {"int_mm", "float32"} and all(v > 0 for v in speeds.values())
+
+
 def test_a_row_is_quantized_from_itself_alone():
     x = torch.randn(50, 96) * torch.linspace(0.1, 30, 50)[:, None]
     x[3] = 0.0
