@@ -10,6 +10,13 @@ is in the batch. Within one tile a row's outputs are the dot products of that ro
 the tile, the other rows and the number of tiles (tests/judge_engine/test_row_tiles.py checks exactly that
 premise on the machine that runs the tests).
 
+The weight is read in fixed column chunks of COLUMN_CHUNK_BYTES (output features, rounded to a power of two, a
+function of the weight's shape alone), each chunk multiplied by every tile before the next: a big model's weight
+(55 MB for one gate/up map of a 1.5B model) no longer streams from memory once per tile, while a chunk (about 4
+MiB) stays in cache across the tiles. Measured on a 2-core AMD EPYC (Zen 3): a 2048-row step's gate/up product
+went from 42 to 94 GFLOP/s, the others from 65-86 to about 100. A chunk's product has a fixed shape too, so a row
+still depends on itself alone.
+
 The tile is the trade-off between a prefill step (thousands of rows: 32-row tiles in one batched call cost
 about 5-10% over one plain call) and a decode step (a few rows padded to a tile); benchmarks/engine_judge.py
 and engine_generate.py measure both end to end. On CUDA products run as they are: the GPU path makes no
@@ -19,10 +26,13 @@ the rows, so only the float products left (the LM head) use tiles, and the flat 
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 
 ROW_TILE = 32
+COLUMN_CHUNK_BYTES = 4 * 2**20
 
 
 def tiled_rows(count: int) -> int:
@@ -43,12 +53,26 @@ def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = No
     if padded != count or not x.is_contiguous():
         x = F.pad(x, (0, 0, 0, padded - count))  # a fresh contiguous buffer; the zero rows are never read
     tiles = x.view(padded // ROW_TILE, ROW_TILE, x.shape[1])
+    chunk = column_chunk(weight)
+    if chunk >= weight.shape[0]:
+        out = _tiles_times(tiles, weight, bias)
+    else:
+        out = torch.empty(tiles.shape[0], ROW_TILE, weight.shape[0], dtype=x.dtype, device=x.device)
+        for start in range(0, weight.shape[0], chunk):
+            stop = start + chunk
+            out[:, :, start:stop] = _tiles_times(tiles, weight[start:stop], None if bias is None else bias[start:stop])
+    out = out.view(padded, weight.shape[0])
+    return out if padded == count else out[:count]
+
+
+def column_chunk(weight: torch.Tensor) -> int:
+    """Output features per product: about COLUMN_CHUNK_BYTES of the weight, a power of two (at least 64)."""
+    columns = COLUMN_CHUNK_BYTES / (weight.shape[1] * weight.element_size())
+    return max(64, 2 ** round(math.log2(max(columns, 1.0))))
+
+
+def _tiles_times(tiles: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
     # one batched call over the tiles, every tile against the same weight (a stride-0 view, no copy): each tile is
     # one product of the fixed shape, and the call is one parallel region instead of one per tile
     weights = weight.t().unsqueeze(0).expand(tiles.shape[0], -1, -1)
-    if bias is None:
-        out = torch.bmm(tiles, weights)
-    else:
-        out = torch.baddbmm(bias, tiles, weights)
-    out = out.view(padded, weight.shape[0])
-    return out if padded == count else out[:count]
+    return torch.bmm(tiles, weights) if bias is None else torch.baddbmm(bias, tiles, weights)

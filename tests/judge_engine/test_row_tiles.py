@@ -19,7 +19,8 @@ torch.set_num_threads(min(2, torch.get_num_threads()))
 
 @pytest.mark.parametrize("in_features, out_features, bias, dtype", [
     (64, 192, False, torch.float32), (576, 960, True, torch.float32), (1536, 576, False, torch.float32),
-    (576, 960, True, torch.bfloat16)])
+    (576, 960, True, torch.bfloat16),
+    (4096, 700, True, torch.float32)])   # the weight read in column chunks (256, 256, 188 output features)
 def test_a_row_of_a_tiled_product_does_not_depend_on_the_other_rows(in_features, out_features, bias, dtype):
     generator = torch.Generator().manual_seed(in_features)
     weight = torch.randn(out_features, in_features, generator=generator).to(dtype)
