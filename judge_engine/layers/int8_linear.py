@@ -160,6 +160,25 @@ class Int8Weight(nn.Module):
         return out if bias is None else out.add_(bias)
 
 
+class Int8HeadWeight(Int8Weight):
+    """The LM head's weight held int8 with per-output-channel scales, multiplied by float activations (W8A32).
+
+    Quantizing the head's activations per token cost the most accuracy of any map (docs/benchmarks.md), while its
+    weight alone costs little; held int8, a tied head no longer keeps the float embeddings resident (0.9 GB for a
+    1.5B model: the lookups read a few rows). The products are the float path's (row tiles, batch-invariant) over
+    a float copy of DEQUANTIZED_ROWS rows of the weight at a time, then scaled per output channel."""
+
+    DEQUANTIZED_ROWS = 8192   # fixed: every product's shape is a function of the weight's alone
+
+    def forward(self, x: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+        out = torch.empty(x.shape[0], self.qweight.shape[0], dtype=x.dtype, device=x.device)
+        for start in range(0, self.qweight.shape[0], self.DEQUANTIZED_ROWS):
+            stop = start + self.DEQUANTIZED_ROWS
+            out[:, start:stop] = row_tiles.linear(x, self.qweight[start:stop].to(x.dtype))
+        out.mul_(self.scale.to(x.dtype))
+        return out if bias is None else out.add_(bias)
+
+
 def linear(x: torch.Tensor, weight: torch.Tensor | Int8Weight, bias: torch.Tensor | None = None) -> torch.Tensor:
     """``x @ weight.T + bias``: int8 for an Int8Weight, else the float product (row tiles on the CPU)."""
     if isinstance(weight, Int8Weight):

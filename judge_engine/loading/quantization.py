@@ -32,17 +32,16 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from judge_engine.layers.int8_linear import Int8Weight, quantize_weight
+from judge_engine.layers.int8_linear import Int8HeadWeight, Int8Weight, quantize_weight
 
 log = logging.getLogger(__name__)
 
 QUANTIZATIONS = ("int8",)
-# The LM head stays float (row tiles): measured both ways (docs/benchmarks.md), an int8 head judged no faster (a
-# judging step computes logits for a few rows) and decoded about as fast, but added half the int8 accuracy cost
-# (max |log-prob - float32| 0.93 against 0.68 on benchmarks/engine_judge.py's prompts). It costs memory: a tied
-# head keeps the float embeddings resident (0.9 GB for a 1.5B model).
-QUANTIZE_LM_HEAD = False
-RECIPE = f"w8a8-sym-perchannel-pertoken-v1{'-head' if QUANTIZE_LM_HEAD else ''}"
+# The LM head: its weight int8, its activations float (Int8HeadWeight). Measured three ways (docs/benchmarks.md):
+# a float head keeps a tied model's float embeddings resident (0.9 GB for a 1.5B model); a W8A8 head added half
+# the int8 accuracy cost (max |log-prob - float32| 0.93 against 0.68 on benchmarks/engine_judge.py's prompts);
+# the weight alone costs little of either.
+RECIPE = "w8a8-sym-perchannel-pertoken-v1-head-w8a32"
 
 
 # -- the model's linear maps --------------------------------------------------------------------------------------
@@ -77,6 +76,7 @@ class _Site:
             self.owner.use_weight(weight)
             return
         if self.attribute == "logits_head":
+            weight = Int8HeadWeight(weight.qweight, weight.scale)
             model.logits_head = weight
             if model.lm_head is not None:  # untied: the float head is no longer read
                 del model.lm_head
@@ -98,8 +98,7 @@ def _sites(model: nn.Module) -> list[_Site]:
             sites.append(_Site(f"{name}.o_proj", module, "o_weight"))
         elif isinstance(module, LlamaMLP):
             sites.append(_Site(f"{name}.down_proj", module, "down_weight"))
-    if QUANTIZE_LM_HEAD:
-        sites.append(_Site("lm_head", model, "logits_head"))
+    sites.append(_Site("lm_head", model, "logits_head"))
     return sites
 
 

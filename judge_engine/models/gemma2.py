@@ -110,7 +110,7 @@ class GeGLU(LlamaMLP):
         super().__init__(config, dtype)
         self.approximate = config.gelu_approximate
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def rows(self, x: torch.Tensor) -> torch.Tensor:
         gate, up = self.gate_up(x)
         activated = apply_blockwise(lambda t: F.gelu(t, approximate=self.approximate), gate)
         return linear(activated.mul_(up), self.down_weight, self.down_bias)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine_fixtures import random_prompt, tiny_llama, tiny_llm  # noqa: F401
+from engine_fixtures import random_prompt, tiny_gemma2, tiny_llama, tiny_llm, tiny_qwen2  # noqa: F401
 
 TOL = 0.0  # the CPU path is batch-invariant by construction
 CHOICES = [" yes", " no"]
@@ -64,3 +64,22 @@ def test_embedded_model_scores_alone_equal_scores_in_a_batch_of_40():
     alone = [llm.score([prompt], CHOICES)[0] for prompt in targets]
     together = llm.score(prompts, CHOICES)[::4]
     assert len(targets) == 10 and together == alone
+
+
+@pytest.mark.parametrize("family, quantization", [("tiny_llama", None), ("tiny_gemma2", None),
+                                                   ("tiny_qwen2", "int8")])
+def test_the_mlp_in_passes_of_rows_gives_the_bits_of_one_pass(family, quantization, request, tmp_path, monkeypatch):
+    """The MLP runs at most ROWS_PER_PASS rows at a time (to bound its widest activations): a whole multiple of the
+    row tile, so each row meets the same products as in one pass."""
+    import torch
+
+    from judge_engine.layers import row_tiles
+    from judge_engine.models.llama import LlamaMLP
+
+    assert LlamaMLP.ROWS_PER_PASS % row_tiles.ROW_TILE == 0
+    options = {"quantization": quantization, "cache_dir": tmp_path} if quantization else {}
+    mlp = tiny_llm(request.getfixturevalue(family), **options).engine.model.layers[0].mlp
+    x = torch.randn(7 * row_tiles.ROW_TILE, mlp.gate_up.in_features, generator=torch.Generator().manual_seed(5))
+    whole = mlp(x)
+    monkeypatch.setattr(LlamaMLP, "ROWS_PER_PASS", 2 * row_tiles.ROW_TILE)   # four passes, the last one tile
+    assert torch.equal(mlp(x), whole)

@@ -95,6 +95,23 @@ def test_an_int8_product_of_a_row_is_the_same_alone_and_in_any_batch():
         assert torch.equal(weight(torch.cat([target, x[:count]]), bias)[0], alone)
 
 
+def test_the_int8_head_multiplies_float_activations_by_the_int8_weight_chunk_by_chunk(monkeypatch):
+    """W8A32: the product of the float rows with the dequantized weight, whatever the number of weight chunks, and
+    a row's logits the same bits alone and in any batch."""
+    generator = torch.Generator().manual_seed(3)
+    qweight, scale = int8.quantize_weight(torch.randn(300, 96, generator=generator))
+    x = torch.randn(70, 96, generator=generator)
+    whole = int8.Int8HeadWeight(qweight, scale)(x)
+    monkeypatch.setattr(int8.Int8HeadWeight, "DEQUANTIZED_ROWS", 64)   # five chunks, the last one of 44 rows
+    head = int8.Int8HeadWeight(qweight, scale)
+    chunked = head(x)
+    torch.testing.assert_close(chunked, x @ (qweight.float() * scale[:, None]).t(), atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(chunked, whole, atol=1e-5, rtol=1e-5)
+    alone = head(x[17:18])
+    for count in (1, 33, 69):
+        assert torch.equal(head(torch.cat([x[:count], x[17:18]]))[count], alone[0])
+
+
 def test_int8_scores_in_their_own_process_with_onednn_capped_at_avx2_are_the_same_bits(tiny_llama, tmp_path):
     """oneDNN's int8 kernels without VNNI saturate 16-bit sums; capped at AVX2 (ONEDNN_MAX_CPU_ISA), the probe must
     notice it and take the exact float32 products: the scores are then the bits of this process's, whatever
@@ -167,11 +184,11 @@ def test_int8_weights_are_int8_in_memory(tiny_qwen2, tmp_path):
     model = tiny_llm(tiny_qwen2, quantization="int8", cache_dir=tmp_path).engine.model
     weights = [m for m in model.modules() if isinstance(m, Int8Weight)]
     config = model.config
-    heads = 1 if quantization.QUANTIZE_LM_HEAD else 0
-    assert len(weights) == 4 * config.num_layers + heads  # Q/K/V, o_proj, gate/up, down per layer (the LM head)
+    assert len(weights) == 4 * config.num_layers + 1  # Q/K/V, o_proj, gate/up, down per layer, and the LM head
     assert all(w.qweight.dtype == torch.int8 and w.scale.dtype == torch.float32 for w in weights)
+    assert isinstance(model.logits_head, int8.Int8HeadWeight)   # its activations stay float
     floats = {name for name, p in model.named_parameters() if p.dim() == 2}
-    assert floats == {"embed_tokens"}  # tied: float for the lookups (and the LM head unless it is int8)
+    assert floats == {"embed_tokens"}  # tied: float for the lookups only
     assert all(not isinstance(layer.self_attn.o_weight, torch.nn.Parameter) for layer in model.layers)
     assert model.layers[0].self_attn.qkv.fused_bias is not None  # Qwen2's Q/K/V biases stay float
 
