@@ -2,7 +2,8 @@
 
     python benchmarks/judge_quality.py [--model NAME|PATH] [--method NAME ...] [--head] [--split FILE|none]
                                        [--json FILE] [--verdict-cache DB] [--write-calibration] [--write-head]
-                                       [--features-cache DIR] [--quantization int8] [--held-out-only]
+                                       [--features-cache DIR] [--head-train-trajectories K]
+                                       [--quantization int8] [--held-out-only [--domain NAME ...]]
                                        [--rubric-variant NAME] [--mode reasoned]
 
 For every labelled set under examples/labels/ (one domain each: its labels.jsonl, graded with the rubric.yaml
@@ -16,12 +17,16 @@ fixed split (examples/labels/split.yaml, the default):
 With --split none, the older report: each domain left out in turn over every domain, and in-sample.
 --held-out-only: only the held-out domains are judged (a quarter of the labels), under the model's shipped
 calibration, which was fitted on training domains only (the nine first); nothing is fitted.
+--domain NAME (with --held-out-only): only those held-out domains; the JSON report keeps every label's raw
+probability ("raw"; the head's report "choice_raw"), so two runs on the same labels compare label by label.
 --rubric-variant parts: each domain judged with its rubric.parts.yaml where it has one: the same rubric with each
 item that joins several requirements cut into its parts (judge: parts:, met when every part is).
 --mode reasoned: every item judged in reasoned mode (a greedy rationale first, then the answer).
 --head: the verdict head (rubric judge-train) trained on the training domains' labels only (layer and weight decay
 chosen leaving training domains out), measured on the held-out domains, with 50, 200 and all training labels (the
 learning curve). Its features come from one pass of the choice prompt, which gives the choice method's figures too.
+--head-train-trajectories K: the head trained on the labels of K trajectories of each training domain (drawn by a
+seed of the domain's name before anything is judged), for a model whose pass over all 1,950 costs hours on a CPU.
 Figures are split by label difficulty (clear: the evidence plainly decides; hard: needs inference). AUC is the
 share of (met, unmet) pairs of labels where the met one gets the higher probability (ties half). "pairs" is
 the share of same-item pairs of clear labels, one met and one unmet, where the met one gets the higher
@@ -107,10 +112,17 @@ def summarise(method: str, judged: list, split, shipped: dict, held_out_only: bo
     from rubrics.judges.methods import IDENTITY
 
     if held_out_only:
-        return {"held_out_as_shipped": je.summary_with_domains(je.recalibrated(judged, shipped.get(method, IDENTITY)))}
+        return {"held_out_as_shipped": je.summary_with_domains(je.recalibrated(judged, shipped.get(method, IDENTITY))),
+                "raw": raw_probabilities(judged)}
     report = je.split_report(method, judged, split) if split is not None else je.domain_report(method, judged)
     report["as_shipped"] = je.summary(je.recalibrated(judged, shipped.get(method, IDENTITY)))
     return report
+
+
+def raw_probabilities(judged: list) -> dict[str, float | None]:
+    """Each label's uncalibrated probability by its source ("domain/labels.jsonl:LINE"): two runs on the same
+    labels (float32 and int8, say) compared label by label."""
+    return {f"{j.label.domain}:{line_of(j.label.source)}": j.probability for j in judged}
 
 
 def judge_identity(model: str | None, llm):
@@ -220,6 +232,7 @@ def head_report(llm, model: str | None, split, cache: Path | None = None,
             # the head on all training labels is the headline, with its figures per held-out domain
             "held_out": je.summary_with_domains(judged) if size == len(train) else je.summary(judged)}
     report = {"held_out": curve["all"]["held_out"], "learning_curve": curve, "layers": list(layers),
+              "choice_raw": raw_probabilities(choice),
               "left_out": left_out, "train_trajectories_per_domain": train_trajectories,
               "labels_judged": len(examples) + len(left_out)}
     return report, summarise("choice", choice, split, shipped_calibrations(model, llm)), head
@@ -319,6 +332,9 @@ def main() -> None:
                         help="judge only the split's held-out domains and report them under the model's shipped "
                              "calibration (fitted on training domains only: the nine first), nothing fitted; "
                              "a quarter of the work, for a method's held-out figure")
+    parser.add_argument("--domain", action="append", metavar="NAME",
+                        help="with --held-out-only: only these held-out domains (a paired comparison of two ways "
+                             "of computing, float32 and int8 say, on a part of the held-out labels)")
     parser.add_argument("--rubric-variant", metavar="NAME",
                         help="judge each domain with its rubric.NAME.yaml where it has one (e.g. parts: the same "
                              "rubric with its items cut into parts), its rubric.yaml elsewhere; no fitting, no head")
@@ -354,6 +370,10 @@ def main() -> None:
     if (args.rubric_variant or args.mode) and (args.head or args.write_calibration or args.write_head):
         parser.error("--rubric-variant and --mode measure another way of judging; they fit nothing")
     domains = split.held_out if args.held_out_only else None
+    if args.domain:
+        if not args.held_out_only or not set(args.domain) <= set(split.held_out):
+            parser.error("--domain names held-out domains, with --held-out-only")
+        domains = args.domain
     if args.rubric_variant:
         varied = [labels.parent.name for labels, rubric in labelled_sets(domains, args.rubric_variant)
                   if rubric.name == f"rubric.{args.rubric_variant}.yaml"]
