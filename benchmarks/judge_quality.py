@@ -4,7 +4,7 @@
                                        [--json FILE] [--verdict-cache DB] [--write-calibration] [--write-head]
                                        [--features-cache DIR] [--head-train-trajectories K]
                                        [--quantization int8] [--held-out-only [--domain NAME ...]]
-                                       [--rubric-variant NAME] [--mode reasoned]
+                                       [--rubric-variant NAME] [--mode reasoned] [--record-quality]
 
 For every labelled set under examples/labels/ (one domain each: its labels.jsonl, graded with the rubric.yaml
 beside it, or examples/<domain>/rubric.yaml for the two example rubrics), every method asked grades every
@@ -13,12 +13,16 @@ fixed split (examples/labels/split.yaml, the default):
 - held-out domains: the calibration (scale, offset) fitted on the training domains, applied to the held-out ones;
   the headline figure;
 - train, one domain out: over the training domains, each one's calibration fitted on the other training domains;
-- as shipped: the calibration shipped for the model (rubrics/judges/calibrations/), identity outside the catalog.
+- held-out domains, as shipped: the same held-out labels under the calibration shipped for the model
+  (rubrics/judges/calibrations/; identity outside the catalog), and under identity (raw scores).
 With --split none, the older report: each domain left out in turn over every domain, and in-sample.
 --held-out-only: only the held-out domains are judged (a quarter of the labels), under the model's shipped
 calibration, which was fitted on training domains only (the nine first); nothing is fitted.
 --domain NAME (with --held-out-only): only those held-out domains; the JSON report keeps every label's raw
 probability ("raw"; the head's report "choice_raw"), so two runs on the same labels compare label by label.
+--record-quality: each zero-shot method's held-out figures under the shipped calibration into quality.json (what
+`rubric model list` shows), no calibration written (with --held-out-only: a model measured on the split without
+a pass over every training label).
 --rubric-variant parts: each domain judged with its rubric.parts.yaml where it has one: the same rubric with each
 item that joins several requirements cut into its parts (judge: parts:, met when every part is).
 --mode reasoned: every item judged in reasoned mode (a greedy rationale first, then the answer).
@@ -114,8 +118,16 @@ def summarise(method: str, judged: list, split, shipped: dict, held_out_only: bo
     if held_out_only:
         return {"held_out_as_shipped": je.summary_with_domains(je.recalibrated(judged, shipped.get(method, IDENTITY))),
                 "raw": raw_probabilities(judged)}
-    report = je.split_report(method, judged, split) if split is not None else je.domain_report(method, judged)
-    report["as_shipped"] = je.summary(je.recalibrated(judged, shipped.get(method, IDENTITY)))
+    if split is None:
+        report = je.domain_report(method, judged)
+        report["as_shipped"] = je.summary(je.recalibrated(judged, shipped.get(method, IDENTITY)))
+        return report
+    report = je.split_report(method, judged, split)
+    # beside the headline, the same held-out labels under the shipped calibration and under none: what a user of
+    # the catalog model gets on a new domain, and what the calibration is worth there
+    held = [j for j in judged if j.label.domain in split.held_out]
+    report["held_out_as_shipped"] = je.summary(je.recalibrated(held, shipped.get(method, IDENTITY)))
+    report["held_out_identity"] = je.summary(held)
     return report
 
 
@@ -243,21 +255,22 @@ def blocks(report: dict) -> list[tuple[str, dict]]:
     if "learning_curve" in report:   # the head
         return [(f"trained on {c['labels']} train labels" if name != "all" else "trained on train domains",
                  c["held_out"]) for name, c in reversed(report["learning_curve"].items())]
-    if "held_out_as_shipped" in report:
-        return [("held-out domains, as shipped", report["held_out_as_shipped"])]
     if "held_out" in report:         # a method, on the split
         return [("held-out domains", report["held_out"]),
-                ("train, one domain out", report["train"]["leave_one_domain_out"]),
-                ("as shipped", report["as_shipped"])]
+                ("held-out domains, as shipped", report["held_out_as_shipped"]),
+                ("held-out domains, identity", report["held_out_identity"]),
+                ("train, one domain out", report["train"]["leave_one_domain_out"])]
+    if "held_out_as_shipped" in report:   # --held-out-only
+        return [("held-out domains, as shipped", report["held_out_as_shipped"])]
     return [("held-out domain", report["leave_one_domain_out"]), ("in-sample", report["in_sample"]),
             ("as shipped", report["as_shipped"])]
 
 
 def per_domain_blocks(report: dict) -> dict[str, dict]:
-    if "held_out_as_shipped" in report:
-        return report["held_out_as_shipped"]["per_domain"]
     if "held_out" in report:
         return report["held_out"]["per_domain"]
+    if "held_out_as_shipped" in report:   # --held-out-only
+        return report["held_out_as_shipped"]["per_domain"]
     return report["leave_one_domain_out"]["per_domain"]
 
 
@@ -355,6 +368,10 @@ def main() -> None:
                              "head (rubrics/judges/heads/<catalog name>.json) and its held-out figures into "
                              "rubrics/judges/calibrations/quality.json; ship it only where it beats the model's best "
                              "zero-shot method there")
+    parser.add_argument("--record-quality", action="store_true",
+                        help="write each zero-shot method's held-out figures under the model's shipped calibration "
+                             "(what a user of the catalog model gets on a new domain) into "
+                             "rubrics/judges/calibrations/quality.json; no calibration is written")
     parser.add_argument("--verdict-cache", metavar="DB",
                         help="keep the raw verdicts in this sqlite file, so that a rerun reads them back (its "
                              "judgments/s then measure the cache, not the model)")
@@ -415,6 +432,11 @@ def main() -> None:
         if not args.head:
             parser.error("--write-head needs --head")
         write_head(model, llm, head, reports)
+    if args.record_quality:
+        if split is None or args.rubric_variant or args.mode or args.domain:
+            parser.error("--record-quality records the split's held-out figures of the product's own way of judging "
+                         "(every held-out domain, no --rubric-variant, no --mode)")
+        record_shipped_quality(model, llm, reports)
 
 
 def write_calibration(model: str, llm, reports: dict[str, dict]) -> None:
@@ -440,9 +462,7 @@ def write_calibration(model: str, llm, reports: dict[str, dict]) -> None:
 
     fits = {method: fitted(method, r) for method, r in reports.items()}
     CalibrationFile(identity, {**kept, **fits}).write(path)
-    table = quality_table() or {"about": "benchmarks/judge_quality.py --write-calibration: balanced accuracy with "
-                                         "the calibration fitted on the other domains (leave one domain out)",
-                                "default": DEFAULT_JUDGE_MODEL, "models": {}}
+    table = quality_table() or {"default": DEFAULT_JUDGE_MODEL, "models": {}}
     record_quality(table, name, identity.quantization, reports)
     print(f"wrote {path} and {QUALITY_FILE}")
 
@@ -467,12 +487,39 @@ def write_head(model: str, llm, head, reports: dict[str, dict]) -> None:
     print(f"wrote {path} and {QUALITY_FILE}")
 
 
+QUALITY_ABOUT = ("benchmarks/judge_quality.py --write-calibration, --write-head, --record-quality: balanced accuracy "
+                 "and the other figures per catalog model and method; measured_on says where (the held-out domains "
+                 "of the split, the calibration fitted on its training domains or, where calibration says so, the "
+                 "shipped one; or each of the nine first domains left out in turn)")
+
+
+def record_shipped_quality(model: str, llm, reports: dict[str, dict]) -> None:
+    """Each zero-shot method's held-out figures under the shipped calibration into quality.json, nothing else
+    written: for a model whose shipped calibration was fitted on training domains before the split's other
+    training domains were labelled, and whose pass over them all costs hours."""
+    from rubrics.judges.judge_models import catalog_name_of
+    from rubrics.judges.quality import QUALITY_FILE, quality_table
+
+    identity = judge_identity(model, llm)
+    name = catalog_name_of(identity)
+    if name is None:
+        raise SystemExit(f"{model}: not a catalog model; its figures are not recorded")
+    table = quality_table()
+    if not table:
+        raise SystemExit(f"{QUALITY_FILE}: missing; write the figures first (--write-calibration)")
+    shipped = {method: {"held_out_as_shipped": r["held_out_as_shipped"]} for method, r in reports.items()
+               if method != "head"}
+    record_quality(table, name, identity.quantization, shipped)
+    print(f"wrote {QUALITY_FILE}")
+
+
 def record_quality(table: dict, name: str, quantization: str | None, reports: dict[str, dict]) -> None:
     """The reports' headline figures into the model's entry of quality.json (an int8 model's beside its float32
     ones), the entry's own headline being its default method's; then the file is written."""
     from rubrics.judges.judge_models import JUDGE_MODELS
     from rubrics.judges.quality import QUALITY_FILE
 
+    table["about"] = QUALITY_ABOUT
     entry = table["models"].setdefault(name, {"methods": {}})
     if quantization:   # the same model computing another way: its own figures, beside the float32 ones
         entry = entry.setdefault("quantized", {}).setdefault(quantization, {"methods": {}})
@@ -486,12 +533,18 @@ def record_quality(table: dict, name: str, quantization: str | None, reports: di
 
 
 def quality_entry(report: dict) -> dict:
-    """A method's headline figures as quality.json keeps them."""
+    """A method's headline figures as quality.json keeps them: on the split's held-out domains with the calibration
+    fitted on its training domains (or, from --record-quality, the shipped one), else each domain left out in turn."""
     from rubrics.judges.quality import ON_THE_SPLIT
 
-    headline = report["held_out"] if "held_out" in report else report["leave_one_domain_out"]
+    if "held_out" in report:
+        headline, where = report["held_out"], {"measured_on": ON_THE_SPLIT}
+    elif "held_out_as_shipped" in report:
+        headline, where = report["held_out_as_shipped"], {"measured_on": ON_THE_SPLIT, "calibration": "as shipped"}
+    else:
+        headline, where = report["leave_one_domain_out"], {"measured_on": "each domain left out in turn"}
     held_out = headline["by_difficulty"]
-    return {"measured_on": ON_THE_SPLIT if "held_out" in report else "each domain left out in turn",
+    return {**where,
             "clear_balanced_accuracy": held_out["clear"]["balanced_accuracy"],
             "hard_balanced_accuracy": held_out["hard"]["balanced_accuracy"],
             "clear_auc": held_out["clear"]["auc"], "hard_auc": held_out["hard"]["auc"],
