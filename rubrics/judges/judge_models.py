@@ -47,7 +47,7 @@ class JudgeModel:
 
 JUDGE_MODELS: dict[str, JudgeModel] = {model.catalog_name: model for model in (
     JudgeModel("smollm2-135m-instruct", "head", zero_shot="statement"),
-    JudgeModel("qwen2.5-coder-0.5b-instruct", "likelihood"),
+    JudgeModel("qwen2.5-coder-0.5b-instruct", "head", zero_shot="likelihood"),
     JudgeModel("qwen2.5-coder-1.5b-instruct", "choice"),
 )}
 
