@@ -107,6 +107,9 @@ def tiny_llm(folder: Path, *, blocks: int = 256, block_size: int = 4, **options)
     from judge_engine.engine.kv_cache import bytes_per_block
 
     spec = _tiny_spec(folder)
+    # float32 unless a test asks: the engine's own default is timed at start-up on CPUs with bfloat16
+    # instructions, and a test's figures must not depend on which CPU, or how loaded, runs it
+    options = {"dtype": "float32", **options}
     return LLM(str(folder), block_size=block_size,
                kv_cache_bytes=blocks * bytes_per_block(spec, block_size, _dtype(options)), **options)
 

@@ -48,7 +48,7 @@ def test_embedded_model_scores_are_batch_invariant():
     system = "You are a strict grader. Answer yes or no. " * 6
     target = f"{system}Criterion: the email was sent to the CFO only. Met?"
     others = [f"{system}Criterion number {i}: the answer cites source {i}. Met?" for i in range(99)]
-    check_invariance(lambda **kw: LLM(**kw), target, others)
+    check_invariance(lambda **kw: LLM(dtype="float32", **kw), target, others)
 
 
 @pytest.mark.slow
@@ -56,7 +56,7 @@ def test_embedded_model_scores_alone_equal_scores_in_a_batch_of_40():
     """Ten judging prompts scored one at a time and among 40 (with 30 others of other lengths): the same bits."""
     from judge_engine import LLM
 
-    llm = LLM(enable_prefix_caching=False)
+    llm = LLM(enable_prefix_caching=False, dtype="float32")
     system = "You grade an agent's work. Read the evidence, then answer Yes or No. "
     prompts = [f"{system}{'The agent wrote a report. ' * (i % 7)}Criterion {i}: the total is {i * 37} USD. Met?"
                for i in range(40)]

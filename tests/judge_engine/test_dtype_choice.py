@@ -133,7 +133,7 @@ def test_engine_config_resolves_the_default_and_auto(monkeypatch, cpu, speed, ex
 def test_the_engine_computes_in_the_chosen_dtype(monkeypatch, tiny_llama):
     monkeypatch.setattr(dtype_choice, "host_cpu", lambda: ZEN4_EPYC)
     monkeypatch.setattr(dtype_choice, "measure_matmul_speed", lambda: FAST)
-    llm = tiny_llm(tiny_llama)
+    llm = tiny_llm(tiny_llama, dtype=None)   # no dtype asked: the engine's own choice
     assert llm.engine.config.dtype == "bfloat16"
     assert llm.engine.model.embed_tokens.dtype == torch.bfloat16
     assert llm.engine.kv_storage.dtype == torch.bfloat16

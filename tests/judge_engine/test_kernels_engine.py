@@ -29,7 +29,9 @@ def _run_engine(backend: str) -> dict:
     from judge_engine import LLM, SamplingParams
 
     torch.set_num_threads(min(2, torch.get_num_threads()))
-    llm = LLM(model=None, attention_backend=backend, max_num_batched_tokens=512)
+    # float32 on both backends: without a dtype the engine times bfloat16 against float32 at start-up on CPUs
+    # with bfloat16 instructions, and on a loaded machine the two runs could compute in different types
+    llm = LLM(model=None, attention_backend=backend, max_num_batched_tokens=512, dtype="float32")
     chosen = llm.engine.model.attention_backend.name
     params = SamplingParams(temperature=0.0, max_tokens=MAX_TOKENS, return_logits=True)
     outputs = llm.generate(FIRST_BATCH, params) + llm.generate(SECOND_BATCH, params)

@@ -365,7 +365,7 @@ def test_embedded_greedy_equals_transformers_generate():
     from judge_engine import LLM
     from judge_engine.loading.loader import model_folder
 
-    llm = LLM()
+    llm = LLM(dtype="float32")   # transformers' reference computes in float32
     messages = [{"role": "user", "content": "Name three colours of the rainbow."}]
     prompt = llm.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
     [out] = llm.generate([prompt], SamplingParams(temperature=0.0, max_tokens=24))

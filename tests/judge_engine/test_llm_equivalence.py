@@ -97,7 +97,7 @@ def test_embedded_model_logits_match_transformers():
     from judge_engine import LLM
     from judge_engine.loading.loader import model_folder
 
-    llm = LLM()
+    llm = LLM(dtype="float32")   # transformers' reference computes in float32
     messages = [{"role": "user", "content": "Did the report flag the two unapproved expenses? Answer yes or no."}]
     prompt = llm.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
     [first] = llm.generate([prompt], SamplingParams(temperature=0.0, max_tokens=1))  # fills the prefix cache

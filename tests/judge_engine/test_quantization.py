@@ -238,7 +238,7 @@ def test_int8_computes_in_float32_whatever_the_hardware_prefers():
 def test_embedded_model_int8_scores_alone_equal_scores_in_a_batch_of_40():
     from judge_engine import LLM
 
-    llm = LLM(enable_prefix_caching=False, quantization="int8")
+    llm = LLM(enable_prefix_caching=False, quantization="int8", dtype="float32")
     system = "You grade an agent's work. Read the evidence, then answer Yes or No. "
     prompts = [f"{system}{'The agent wrote a report. ' * (i % 7)}Criterion {i}: the total is {i * 37} USD. Met?"
                for i in range(40)]
@@ -270,7 +270,7 @@ def test_rubric_serve_quantization_int8_serves_the_int8_engine(tiny_llama, tmp_p
         with httpx.Client(base_url=running.url, timeout=120) as http:
             response = http.post("/v1/completions", json=body)
     assert response.status_code == 200
-    offline = LLM(str(tiny_llama), quantization="int8", cache_dir=tmp_path)
+    offline = LLM(str(tiny_llama), quantization="int8", cache_dir=tmp_path, dtype="float32")
     expected = offline.generate(body["prompt"], SamplingParams(temperature=0.0, max_tokens=6))[0].text
     assert response.json()["choices"][0]["text"] == expected
     assert offline.engine.model.quantized_from == "cache"  # the server's engine quantized into the same cache
