@@ -115,18 +115,19 @@ def summarise(method: str, judged: list, split, shipped: dict, held_out_only: bo
     from rubrics import judge_eval as je
     from rubrics.judges.methods import IDENTITY
 
+    calibration = shipped.get(method, IDENTITY)
     if held_out_only:
-        return {"held_out_as_shipped": je.summary_with_domains(je.recalibrated(judged, shipped.get(method, IDENTITY))),
+        return {"held_out_as_shipped": je.summary_with_domains(je.recalibrated(judged, calibration)),
                 "raw": raw_probabilities(judged)}
     if split is None:
         report = je.domain_report(method, judged)
-        report["as_shipped"] = je.summary(je.recalibrated(judged, shipped.get(method, IDENTITY)))
+        report["as_shipped"] = je.summary(je.recalibrated(judged, calibration))
         return report
     report = je.split_report(method, judged, split)
     # beside the headline, the same held-out labels under the shipped calibration and under none: what a user of
     # the catalog model gets on a new domain, and what the calibration is worth there
     held = [j for j in judged if j.label.domain in split.held_out]
-    report["held_out_as_shipped"] = je.summary(je.recalibrated(held, shipped.get(method, IDENTITY)))
+    report["held_out_as_shipped"] = je.summary(je.recalibrated(held, calibration))
     report["held_out_identity"] = je.summary(held)
     return report
 
@@ -376,9 +377,6 @@ def main() -> None:
                         help="keep the raw verdicts in this sqlite file, so that a rerun reads them back (its "
                              "judgments/s then measure the cache, not the model)")
     args = parser.parse_args()
-    # the judge model as the judge runs it: float32, the product's cache
-    model = args.model or default_judge_model()
-    llm = LLM(**engine_defaults({"model": model, **({"quantization": args.quantization} if args.quantization else {})}))
     split = None if args.split == "none" else je.load_split(args.split)
     if args.held_out_only and (split is None or args.head or args.write_calibration):
         parser.error("--held-out-only needs the split, and fits nothing (no --head, no --write-calibration)")
@@ -386,6 +384,13 @@ def main() -> None:
         parser.error("--head-train-trajectories needs --head")
     if (args.rubric_variant or args.mode) and (args.head or args.write_calibration or args.write_head):
         parser.error("--rubric-variant and --mode measure another way of judging; they fit nothing")
+    if args.head and split is None:
+        parser.error("--head needs the split (its head is trained on the training domains)")
+    if args.write_head and not args.head:
+        parser.error("--write-head needs --head")
+    if args.record_quality and (split is None or args.rubric_variant or args.mode or args.domain):
+        parser.error("--record-quality records the split's held-out figures of the product's own way of judging "
+                     "(every held-out domain, no --rubric-variant, no --mode)")
     domains = split.held_out if args.held_out_only else None
     if args.domain:
         if not args.held_out_only or not set(args.domain) <= set(split.held_out):
@@ -399,6 +404,9 @@ def main() -> None:
         print(f"rubric.{args.rubric_variant}.yaml in {len(varied)} domains: {', '.join(varied)}")
     total = sum(1 for labels, _ in labelled_sets(domains) for line in labels.read_text().splitlines()
                 if line.strip())
+    # the judge model as the judge runs it: float32, the product's cache; loaded once every argument is checked
+    model = args.model or default_judge_model()
+    llm = LLM(**engine_defaults({"model": model, **({"quantization": args.quantization} if args.quantization else {})}))
     print(f"{len(labelled_sets(domains))} domains, {total} labels, judge model {model} "
           f"({llm.model_path.name}, {llm.dtype}{', ' + llm.quantization if llm.quantization else ''}), "
           f"{torch.get_num_threads()} threads, "
@@ -411,8 +419,6 @@ def main() -> None:
         reports[method] = summarise(method, judged, split, shipped_calibrations(model, llm), args.held_out_only)
         report_speed(reports[method], method, started, total)
     if args.head:
-        if split is None:
-            parser.error("--head needs the split (its head is trained on the training domains)")
         started = time.perf_counter()
         reports["head"], choice, head = head_report(llm, model, split,
                                                     Path(args.features_cache) if args.features_cache else None,
@@ -429,14 +435,31 @@ def main() -> None:
     if args.write_calibration:
         write_calibration(model, llm, reports)
     if args.write_head:
-        if not args.head:
-            parser.error("--write-head needs --head")
         write_head(model, llm, head, reports)
     if args.record_quality:
-        if split is None or args.rubric_variant or args.mode or args.domain:
-            parser.error("--record-quality records the split's held-out figures of the product's own way of judging "
-                         "(every held-out domain, no --rubric-variant, no --mode)")
         record_shipped_quality(model, llm, reports)
+
+
+def catalog_identity(model: str, llm, otherwise: str):
+    """The judge's identity and its catalog name, for a writer of the catalog's files; a model outside the catalog
+    stops the run, saying what to do instead."""
+    from rubrics.judges.judge_models import catalog_name_of
+
+    identity = judge_identity(model, llm)
+    name = catalog_name_of(identity)
+    if name is None:
+        raise SystemExit(f"{model}: not a catalog model; {otherwise}")
+    return identity, name
+
+
+def existing_quality_table() -> dict:
+    """quality.json as it is: a head's or a recorded figure sits beside the zero-shot figures, never alone."""
+    from rubrics.judges.quality import QUALITY_FILE, quality_table
+
+    table = quality_table()
+    if not table:
+        raise SystemExit(f"{QUALITY_FILE}: missing; write the zero-shot figures first (--write-calibration)")
+    return table
 
 
 def write_calibration(model: str, llm, reports: dict[str, dict]) -> None:
@@ -444,14 +467,11 @@ def write_calibration(model: str, llm, reports: dict[str, dict]) -> None:
     split: on every label, in-sample); the headline held-out figures into quality.json. The head is not a
     calibration: it is written by rubric judge-train."""
     from rubrics.judges.calibration_file import CalibrationFile, load_calibration_file
-    from rubrics.judges.judge_models import DEFAULT_JUDGE_MODEL, catalog_name_of, shipped_calibration_path
+    from rubrics.judges.judge_models import DEFAULT_JUDGE_MODEL, shipped_calibration_path
     from rubrics.judges.methods import Calibration
     from rubrics.judges.quality import QUALITY_FILE, quality_table
 
-    identity = judge_identity(model, llm)
-    name = catalog_name_of(identity)
-    if name is None:
-        raise SystemExit(f"{model}: not a catalog model; fit its calibration with rubric judge-eval --fit-calibration")
+    identity, name = catalog_identity(model, llm, "fit its calibration with rubric judge-eval --fit-calibration")
     reports = {method: r for method, r in reports.items() if method != "head"}
     path = shipped_calibration_path(name, identity.quantization)
     kept = dict(load_calibration_file(path).calibrations) if path.is_file() else {}
@@ -470,20 +490,14 @@ def write_calibration(model: str, llm, reports: dict[str, dict]) -> None:
 def write_head(model: str, llm, head, reports: dict[str, dict]) -> None:
     """The head on every training label into heads/<catalog name>[.<quantization>].json, and its held-out figures
     beside the methods' in quality.json."""
-    from rubrics.judges.judge_models import catalog_name_of, shipped_head_path
-    from rubrics.judges.quality import QUALITY_FILE, quality_table
+    from rubrics.judges.judge_models import shipped_head_path
+    from rubrics.judges.quality import QUALITY_FILE
 
-    identity = judge_identity(model, llm)
-    name = catalog_name_of(identity)
-    if name is None:
-        raise SystemExit(f"{model}: not a catalog model; train its head with rubric judge-train")
+    identity, name = catalog_identity(model, llm, "train its head with rubric judge-train")
     path = shipped_head_path(name, identity.quantization)
     path.parent.mkdir(parents=True, exist_ok=True)
     head.write(path)
-    table = quality_table()
-    if not table:
-        raise SystemExit(f"{QUALITY_FILE}: missing; write the zero-shot figures first (--write-calibration)")
-    record_quality(table, name, identity.quantization, {"head": reports["head"]})
+    record_quality(existing_quality_table(), name, identity.quantization, {"head": reports["head"]})
     print(f"wrote {path} and {QUALITY_FILE}")
 
 
@@ -497,19 +511,12 @@ def record_shipped_quality(model: str, llm, reports: dict[str, dict]) -> None:
     """Each zero-shot method's held-out figures under the shipped calibration into quality.json, nothing else
     written: for a model whose shipped calibration was fitted on training domains before the split's other
     training domains were labelled, and whose pass over them all costs hours."""
-    from rubrics.judges.judge_models import catalog_name_of
-    from rubrics.judges.quality import QUALITY_FILE, quality_table
+    from rubrics.judges.quality import QUALITY_FILE
 
-    identity = judge_identity(model, llm)
-    name = catalog_name_of(identity)
-    if name is None:
-        raise SystemExit(f"{model}: not a catalog model; its figures are not recorded")
-    table = quality_table()
-    if not table:
-        raise SystemExit(f"{QUALITY_FILE}: missing; write the figures first (--write-calibration)")
+    identity, name = catalog_identity(model, llm, "its figures are not recorded")
     shipped = {method: {"held_out_as_shipped": r["held_out_as_shipped"]} for method, r in reports.items()
                if method != "head"}
-    record_quality(table, name, identity.quantization, shipped)
+    record_quality(existing_quality_table(), name, identity.quantization, shipped)
     print(f"wrote {QUALITY_FILE}")
 
 
