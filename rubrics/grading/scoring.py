@@ -10,13 +10,15 @@ will not load, a check that fails, a judge that errors) is reported on that traj
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Literal, Sequence
 
 from rubrics.rubric.compiler import CodeStep, JudgeStep, Plan
 from rubrics.grading.dispatch import group_by_judge, split_back
+from rubrics.checks.facts import FactsOutcome
 from rubrics.grading.expectation import Band, Outcome, expected_score, hard_score, in_band, score_range
 from rubrics.grading.jobs import Job, LoadFailure, Pair, PlanCache, RubricFailure, make_jobs
+from rubrics.grading.item_facts import FactFinder, missing_facts_result
 from rubrics.grading.parts import combined_parts
 from rubrics.judges.protocol import Judge, JudgeRequest, Verdict, call_judge
 from rubrics.judges.usage import JudgeUsage, total_usage
@@ -55,7 +57,8 @@ def _impossible_probability(probability: Any) -> str | None:
     return None
 
 
-def judge_item_result(step: JudgeStep, verdict: Verdict) -> ItemResult:
+def judge_item_result(step: JudgeStep, verdict: Verdict, facts: FactsOutcome | None = None) -> ItemResult:
+    """facts: the item's facts, every one found (the result's evidence then says where, before the judge's)."""
     item = step.item
     impossible = _impossible_probability(verdict.probability)
     if impossible is not None:
@@ -67,6 +70,8 @@ def judge_item_result(step: JudgeStep, verdict: Verdict) -> ItemResult:
                           error=verdict.error or "the judge returned no verdict", members=list(verdict.members) or None)
     evidence = verdict.rationale or (f"judge probability {verdict.probability:.3f} (threshold {step.threshold})"
                                      if verdict.probability is not None else "judge verdict")
+    if facts is not None:
+        evidence = f"{facts.describe()}; {evidence}"
     return ItemResult(**base, status="met" if verdict.met else "unmet", evidence=evidence,
                       uncertain=in_band(verdict.probability, step.uncertain), members=list(verdict.members) or None)
 
@@ -190,11 +195,13 @@ class JudgeChoice:
 @dataclass
 class Prepared:
     """A job with its code checks run and its judge requests built, waiting for verdicts. `code` holds the items
-    decided without the judge: code checks, and judge items with no evidence at all."""
+    decided without the judge: code checks, judge items with no evidence at all, and judge items with a missing
+    fact; `facts`, the facts of the judge items sent to the judge (all found)."""
     job: Job
     judge: Judge | None
     code: dict[str, ItemResult]
     requests: list[JudgeRequest]
+    facts: dict[str, FactsOutcome] = field(default_factory=dict)
 
     @property
     def graded(self) -> bool:
@@ -206,15 +213,24 @@ def prepare(job: Job, judge: Judge | None) -> Prepared:
         return Prepared(job, None, {}, [])
     plan, trajectory = job.plan, job.trajectory
     code = {s.item.id: run_code_step(s, trajectory) for s in plan.steps if isinstance(s, CodeStep)}
-    requests = []
+    requests, facts, finder = [], {}, FactFinder()
     step_of = {asked.id: s for s in plan.judge_steps for asked in s.asked}   # request id -> its item's step
     for request in plan.judge_requests(trajectory):
         step = step_of[request.item.id]
-        if request.context.missing:   # the parts of an item share its evidence: all missing, or none
-            code[step.item.id] = no_evidence_result(step, request.context.missing)
-        else:
-            requests.append(request)
-    return Prepared(job, judge, code, requests)
+        item_id = step.item.id
+        if item_id in code:   # decided on an earlier part (the parts of an item share its evidence)
+            continue
+        if request.context.missing:
+            code[item_id] = no_evidence_result(step, request.context.missing)
+            continue
+        if step.facts and item_id not in facts:
+            found = finder.outcome(step, request.context)
+            if not found.complete:
+                code[item_id] = missing_facts_result(step, found)
+                continue
+            facts[item_id] = found
+        requests.append(request)
+    return Prepared(job, judge, code, requests, facts)
 
 
 def finish(prepared: Prepared, verdicts: Sequence[Verdict], reward: Reward = "hard") -> Result:
@@ -224,8 +240,8 @@ def finish(prepared: Prepared, verdicts: Sequence[Verdict], reward: Reward = "ha
         return failed_result(job.plan, job.trajectory, reward)
     plan = job.plan
     judged = {request.item.id: verdict for request, verdict in zip(prepared.requests, verdicts, strict=True)}
-    items = [prepared.code[s.item.id] if s.item.id in prepared.code else judge_item_result(s, step_verdict(s, judged))
-             for s in plan.steps]
+    items = [prepared.code[s.item.id] if s.item.id in prepared.code
+             else judge_item_result(s, step_verdict(s, judged), prepared.facts.get(s.item.id)) for s in plan.steps]
     usages = [v.usage for v in judged.values() if v.usage is not None]
     judge = prepared.judge
     judge_name = getattr(judge, "name", type(judge).__name__) if judge is not None and plan.needs_judge else None

@@ -3,7 +3,8 @@
 The plan is built once per rubric; `judge_requests(trajectory)` selects the evidence. Each distinct evidence
 list of a trajectory becomes one JudgeContext, built once and shared by the items that show it; requests come
 out in item order, so the prompts built from them share a long prefix that the engine's prefix cache reuses.
-An item with `parts:` sends one request per part (ids "ITEM#1", "ITEM#2", ...), which the scorer combines back
+An item with `facts:` carries their matchers (rubrics/checks/facts.py); the scorer looks them up in the request's
+evidence before asking the judge. An item with `parts:` sends one request per part (ids "ITEM#1", "ITEM#2", ...), which the scorer combines back
 into the item's verdict (rubrics/grading/parts.py).
 """
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+from rubrics.checks.facts import Fact, compile_fact
 from rubrics.grading.expectation import DEFAULT_UNCERTAIN, Band
 from rubrics.judges.protocol import EvidenceBlock, JudgeContext, JudgeExample, JudgeItem, JudgeRequest
 from rubrics.rubric.spec import DEFAULT_EVIDENCE, Item, JudgeOptions, Rubric
@@ -34,6 +36,7 @@ class JudgeStep:
     evidence: tuple[str, ...]     # selectors
     uncertain: Band = DEFAULT_UNCERTAIN   # kept here, not on JudgeItem: the scorer flags items, judges never see it
     parts: tuple[JudgeItem, ...] = ()     # `parts:`: each asked on its own; the item is met when every one is
+    facts: tuple[Fact, ...] = ()          # `facts:`: all found in the evidence, or the item is unmet unasked
 
     @property
     def threshold(self) -> float:
@@ -104,7 +107,9 @@ def compile_judge(item: Item, rubric: Rubric, uncertain: Band | None = None) -> 
     # a part is the item's question with the part's text; the item's examples decide the whole item, not a part
     parts = tuple(replace(judge, id=part_id(item.id, number), criterion=text, examples=())
                   for number, text in enumerate(options.parts or (), start=1))
-    return JudgeStep(item=item, judge=judge, evidence=tuple(evidence), uncertain=tuple(band), parts=parts)
+    facts = tuple(compile_fact(fact) for fact in options.facts or ())
+    return JudgeStep(item=item, judge=judge, evidence=tuple(evidence), uncertain=tuple(band), parts=parts,
+                     facts=facts)
 
 
 def part_id(item_id: str, number: int) -> str:

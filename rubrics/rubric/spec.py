@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
 
+from rubrics.checks.facts import MAX_FACTS, FactSpec
 from rubrics.judges.methods import METHOD_CLASSES, METHOD_NAMES
 
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"   # no spaces or "::": ids appear in paths, CLI output and labels
@@ -80,6 +81,13 @@ class JudgeOptions(_Strict):
     parts: list[PartText] | None = Field(None, min_length=2, max_length=MAX_PARTS, description=(
         "The criterion cut into the requirements it joins: each part is asked on its own (same evidence and "
         "options), and the item is met when every part is; its probability is the lowest part's."))
+    facts: list[FactSpec] | None = Field(None, min_length=1, max_length=MAX_FACTS, description=(
+        "What the item's being met depends on, found in its evidence without a model: a literal (EXP-221; "
+        "case-insensitive, never inside a longer number), a number (48.2L, $3,125, or {number, tolerance}: any "
+        "number in the evidence within the tolerance, read as the number check reads them), {text} for a literal "
+        "that reads as a number, or {any: [...]} for alternatives. The item is met only when every fact is found "
+        "and the judge says met (for a penalty: the penalty applies only then); a missing fact decides it unmet "
+        "without asking the judge."))
 
 
 class JudgeDefaults(_Strict):
