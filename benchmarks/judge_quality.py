@@ -87,8 +87,35 @@ def in_mode(rubric, mode: str | None):
     return rubric.model_copy(update={"judge": defaults.model_copy(update={"mode": mode})})
 
 
+class Calibrated:
+    """The judge's verdicts (made with the identity calibration, so that they share the verdict cache with every
+    other run) under a calibration, as the judge would give them with it: what group grading must start from to
+    rank with the shipped calibration's probabilities. Comparisons pass through."""
+
+    def __init__(self, judge, calibration):
+        self.inner, self.calibration, self.name = judge, calibration, judge.name
+        if callable(getattr(judge, "compare", None)):
+            self.compare = judge.compare
+
+    def judge(self, requests):
+        from dataclasses import replace
+
+        from rubrics.judges.logistic import logit
+
+        out = []
+        for request, verdict in zip(requests, self.inner.judge(requests)):
+            if verdict.probability is not None:
+                probability = self.calibration.probability(logit(verdict.probability))
+                verdict = replace(verdict, probability=probability, met=probability >= request.item.threshold)
+            out.append(verdict)
+        return out
+
+
 def judge_all(method: str, llm, model: str | None, cache_path: str | None, domains=None,
-              variant: str | None = None, mode: str | None = None) -> list:
+              variant: str | None = None, mode: str | None = None, comparisons: int | None = None,
+              calibration=None) -> list:
+    """Every label of those domains judged. comparisons: each domain's labelled trajectories graded as one group of
+    attempts (rubrics.score_group), under `calibration` (the judgments then carry it: summarise them with none)."""
     from rubrics import judge_eval as je
     from rubrics.judges.embedded import EmbeddedJudge
     from rubrics.judges.methods import IDENTITY
@@ -100,9 +127,12 @@ def judge_all(method: str, llm, model: str | None, cache_path: str | None, domai
         from rubrics.judges.verdict_cache import VerdictCache
 
         judge = CachedJudge(judge, VerdictCache(cache_path))
+    if calibration is not None:
+        judge = Calibrated(judge, calibration)
     judged = []
     for labels, rubric in labelled_sets(domains, variant):
-        part, skipped = je.judge_labels(je.load_labels(labels), in_mode(load_rubric(rubric), mode), judge)
+        part, skipped = je.judge_labels(je.load_labels(labels), in_mode(load_rubric(rubric), mode), judge,
+                                        comparisons)
         if skipped:
             raise SystemExit(f"{labels}: labels on unknown items: {skipped[:3]}")
         judged += part
@@ -280,18 +310,19 @@ def table(reports: dict[str, dict]) -> str:
         return "-" if value is None else f"{value:.2f}"
 
     lines = ["| method | calibration | labels | n | accuracy | balanced acc. | AUC | kappa | Brier "
-             "| clear pairs ranked | near misses caught |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| clear pairs ranked | near-miss pairs ranked | near misses caught |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for method, report in reports.items():
         for title, block in blocks(report):
             for difficulty in ("clear", "hard"):
                 a = block["by_difficulty"][difficulty]
                 pairs = cell(block["clear_pairs_ranked"]) if difficulty == "clear" else ""
+                near_pairs = cell(block.get("near_miss_pairs_ranked")) if difficulty == "clear" else ""
                 near = f"{cell(block.get('near_misses_caught'))} of {block.get('near_misses', 0)}" \
                     if difficulty == "clear" else ""
                 lines.append(f"| {method} | {title} | {difficulty} | {a['n']} | {cell(a['accuracy'])} | "
                              f"{cell(a['balanced_accuracy'])} | {cell(a.get('auc'))} | {cell(a['kappa'])} | "
-                             f"{cell(a['brier'])} | {pairs} | {near} |")
+                             f"{cell(a['brier'])} | {pairs} | {near_pairs} | {near} |")
     return "\n".join(lines)
 
 
@@ -307,6 +338,14 @@ def per_domain(reports: dict[str, dict]) -> str:
             cells.append("-" if a.get("balanced_accuracy") is None else f"{a['balanced_accuracy']:.2f}")
         lines.append(f"| {domain} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def engine_work(before: dict, after: dict) -> dict:
+    """The engine's token counts for one run (the counters' difference): what the prefix cache saved."""
+    keys = ("prompt_tokens", "computed_prompt_tokens", "generated_tokens", "steps")
+    work = {key: after.get(key, 0) - before.get(key, 0) for key in keys if key in after}
+    print("  engine: " + ", ".join(f"{key} {value:,}" for key, value in work.items()), flush=True)
+    return work
 
 
 def report_speed(report: dict, what: str, started: float, total: int) -> None:
@@ -373,6 +412,12 @@ def main() -> None:
                         help="write each zero-shot method's held-out figures under the model's shipped calibration "
                              "(what a user of the catalog model gets on a new domain) into "
                              "rubrics/judges/calibrations/quality.json; no calibration is written")
+    parser.add_argument("--group", type=int, metavar="K",
+                        help="with --held-out-only: grade each held-out domain's labelled trajectories as one group "
+                             "of attempts (rubrics.score_group, each attempt compared side by side with K others)")
+    parser.add_argument("--facts-and-groups", type=int, metavar="K",
+                        help="with --held-out-only: each method judged four ways, one table: pointwise, pointwise "
+                             "with each domain's rubric.facts.yaml, in groups (K comparisons an attempt), and both")
     parser.add_argument("--verdict-cache", metavar="DB",
                         help="keep the raw verdicts in this sqlite file, so that a rerun reads them back (its "
                              "judgments/s then measure the cache, not the model)")
@@ -391,6 +436,12 @@ def main() -> None:
     if args.record_quality and (split is None or args.rubric_variant or args.mode or args.domain):
         parser.error("--record-quality records the split's held-out figures of the product's own way of judging "
                      "(every held-out domain, no --rubric-variant, no --mode)")
+    if (args.group or args.facts_and_groups) and not args.held_out_only:
+        parser.error("--group and --facts-and-groups measure on the held-out domains and fit nothing: add "
+                     "--held-out-only")
+    if args.facts_and_groups and (args.group or args.rubric_variant):
+        parser.error("--facts-and-groups runs the facts variant and the groups itself: no --group, no "
+                     "--rubric-variant")
     domains = split.held_out if args.held_out_only else None
     if args.domain:
         if not args.held_out_only or not set(args.domain) <= set(split.held_out):
@@ -413,11 +464,25 @@ def main() -> None:
           f"load average {os.getloadavg()[0]:.1f}")
     reports = {}
     # --head alone: the head, and the choice method from the same pass
+    shipped = shipped_calibrations(model, llm)
+    ways = {"": (args.rubric_variant, args.group)}
+    if args.facts_and_groups:
+        ways = {", pointwise": (None, None), ", facts": ("facts", None),
+                f", group of attempts (K={args.facts_and_groups})": (None, args.facts_and_groups),
+                f", facts + group (K={args.facts_and_groups})": ("facts", args.facts_and_groups)}
     for method in args.method or ([] if args.head else zero_shot):
-        started = time.perf_counter()
-        judged = judge_all(method, llm, model, args.verdict_cache, domains, args.rubric_variant, args.mode)
-        reports[method] = summarise(method, judged, split, shipped_calibrations(model, llm), args.held_out_only)
-        report_speed(reports[method], method, started, total)
+        for way, (variant, comparisons) in ways.items():
+            from rubrics.judges.methods import IDENTITY
+
+            started, before = time.perf_counter(), llm.stats()
+            # a group ranks with the probabilities the shipped calibration gives, so its judgments carry it
+            calibration = shipped.get(method, IDENTITY) if comparisons else None
+            judged = judge_all(method, llm, model, args.verdict_cache, domains, variant, args.mode, comparisons,
+                               calibration)
+            reports[method + way] = summarise(method, judged, split, {} if comparisons else shipped,
+                                              args.held_out_only)
+            report_speed(reports[method + way], method + way, started, total)
+            reports[method + way]["engine"] = engine_work(before, llm.stats())
     if args.head:
         started = time.perf_counter()
         reports["head"], choice, head = head_report(llm, model, split,

@@ -32,6 +32,24 @@ class TagScore(BaseModel):
     complete: bool = Field(description="False when one of the tag's items could not be evaluated.")
 
 
+class GroupPlace(BaseModel):
+    """Where group grading (rubrics.score_group) ranked one attempt on one judge item, among the attempts of its
+    task that the judge could judge on it."""
+    model_config = ConfigDict(frozen=True)
+    attempts: int = Field(ge=2, description="Attempts ranked on this item (the others were decided without the "
+                                            "judge: no evidence, a missing fact, or an error).")
+    rank: int = Field(ge=1, description="1 for the attempt the comparisons put first.")
+    compared_with: int = Field(ge=0, description="Other attempts this one was compared with, side by side in both "
+                                                 "orders.")
+    strength: float = Field(description="Its Bradley-Terry strength on the logit scale (pointwise logit as prior).")
+    alone: Fraction = Field(description="The judge's probability for this attempt judged alone; the item's "
+                                        "probability is the group's (the group's probabilities handed out by rank).")
+
+    def describe(self) -> str:
+        return (f"side by side with {self.compared_with} of the other {self.attempts - 1} attempts: ranked "
+                f"{self.rank} of {self.attempts} (alone {self.alone:.3f})")
+
+
 class ItemResult(BaseModel):
     model_config = ConfigDict(frozen=True)
     id: str
@@ -49,6 +67,8 @@ class ItemResult(BaseModel):
     members: list[MemberVerdict] | None = Field(None, description="Judge items graded by a panel: each member's "
                                                                   "verdict (the item's probability combines them).")
     tags: list[str] = Field(default_factory=list, description="The item's tags, as the rubric gives them.")
+    group: GroupPlace | None = Field(None, description="Judge items graded in a group of attempts: this attempt's "
+                                                       "place among them (null when graded alone).")
 
 
 class Result(BaseModel):

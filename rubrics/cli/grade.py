@@ -97,6 +97,13 @@ def register(subparsers) -> None:
     parser.add_argument("--reward", choices=REWARDS, default="hard",
                         help="what the reward field of json/jsonl output holds: hard = score (default), "
                              "expected = expected_score")
+    parser.add_argument("--group-by", choices=("task_id",),
+                        help="grade the trajectories that share a task_id (and a rubric) as one group of attempts: "
+                             "each judge item also judged side by side in pairs, and the attempts ranked "
+                             "(a trajectory without a task_id is graded alone)")
+    parser.add_argument("--comparisons", type=int, metavar="K",
+                        help="with --group-by: other attempts each attempt is compared with on an item, both "
+                             "orders (default 4; more costs more judging)")
     parser.add_argument("--reward-json", metavar="PATH",
                         help="also write PATH as {\"reward\": R} (Harbor/Terminal-Bench reward.json) for the one "
                              "trajectory graded; R is null when the result is incomplete or it did not load")
@@ -190,6 +197,14 @@ def check_usage(args) -> None:
         args.parser.error("--allow-outside applies to the paths in --dataset files: give --dataset FILE.jsonl")
     if not args.dataset and (args.rubric is None or not args.paths):
         args.parser.error("give RUBRIC and at least one TRAJECTORY_OR_DIR, or --dataset FILE.jsonl")
+    if args.comparisons is not None and not args.group_by:
+        args.parser.error("--comparisons applies to groups of attempts: add --group-by task_id")
+    if args.comparisons is not None:
+        from rubrics.grading.groups import checked_comparisons
+        try:
+            checked_comparisons(args.comparisons)
+        except ValueError as exc:
+            args.parser.error(f"--{exc}")
     if args.aggregate and args.format == "jsonl":
         args.parser.error("--aggregate needs --format table or json (jsonl holds results only)")
 
@@ -230,8 +245,6 @@ def grade_paths(args) -> Graded | None:
     from rubrics.rubric.compiler import compile_rubric
     from rubrics.grading.jobs import Job
     from rubrics.rubric.load import analyze_rubric
-    from rubrics.grading.scoring import grade_jobs
-
     rubric, problems, source = analyze_rubric(Path(args.rubric))
     for problem in problems:
         if problem.severity == "error":
@@ -246,7 +259,7 @@ def grade_paths(args) -> Graded | None:
     jobs = [Job(plan, t) for t in trajectories]
     from rubrics.cli.judge_progress import judge_progress   # progress bar on a terminal, summary line after
     with judge_progress(judge):
-        results = grade_jobs(jobs, lambda p: judge if p.needs_judge else None, reward=args.reward)
+        results = grade(jobs, judge, args)
     return Graded(jobs, results, load_errors)
 
 
@@ -255,7 +268,6 @@ def grade_dataset(args) -> Graded:
     options; a rubric's own judge: panel or calibration is used when every rubric of the run has the same."""
     from rubrics.grading.dataset import read_dataset
     from rubrics.grading.jobs import PlanCache
-    from rubrics.grading.scoring import grade_jobs
     from rubrics.judges.factory import JudgeSpec
 
     jobs, load_errors, plans = [], [], PlanCache(limit=1 << 30)
@@ -273,8 +285,19 @@ def grade_dataset(args) -> Graded:
     judge = make_judge(args, judged[0] if len(settings) == 1 else None) if judged else None
     from rubrics.cli.judge_progress import judge_progress
     with judge_progress(judge):
-        results = grade_jobs(jobs, lambda p: judge if p.needs_judge else None, reward=args.reward)
+        results = grade(jobs, judge, args)
     return Graded(jobs, results, load_errors)
+
+
+def grade(jobs: list, judge, args) -> list:
+    """The jobs' results in job order: each alone, or (--group-by task_id) each task's attempts together."""
+    from rubrics.grading.groups import DEFAULT_COMPARISONS, grade_by_task
+    from rubrics.grading.scoring import grade_jobs
+
+    judges = lambda plan: judge if plan.needs_judge else None  # noqa: E731
+    if args.group_by:
+        return grade_by_task(jobs, judges, comparisons=args.comparisons or DEFAULT_COMPARISONS, reward=args.reward)
+    return grade_jobs(jobs, judges, reward=args.reward)
 
 
 def aggregate_of(args, graded: Graded):

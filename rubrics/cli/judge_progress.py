@@ -20,12 +20,16 @@ def judge_progress(judge, show_bar: bool | None = None):
         return
     show_bar = sys.stderr.isatty() if show_bar is None else show_bar
     opened = time.perf_counter()
-    state = {"done": 0, "stats": {}, "start": None}
+    state = {"done": 0, "stats": {}, "start": None, "earlier": 0, "phase": 0}
     bar, task = _make_bar() if show_bar else (None, None)
 
     def update(done: int, total: int, stats: dict) -> None:
         if state["start"] is None:
             state["start"] = time.perf_counter() if done == 0 else opened
+        if done == 0 and state["phase"]:   # a second batch (a group's comparisons after its verdicts) adds on
+            state["earlier"] += state["phase"]
+        state["phase"] = done
+        done, total = done + state["earlier"], total + state["earlier"]
         state["done"], state["stats"] = done, stats
         if bar is not None:
             elapsed = max(time.perf_counter() - state["start"], 1e-9)

@@ -22,7 +22,7 @@ from rubrics.grading.item_facts import FactFinder, missing_facts_result
 from rubrics.grading.parts import combined_parts
 from rubrics.judges.protocol import Judge, JudgeRequest, Verdict, call_judge
 from rubrics.judges.usage import JudgeUsage, total_usage
-from rubrics.result import ItemResult, Result, TagScore
+from rubrics.result import GroupPlace, ItemResult, Result, TagScore
 
 __all__ = ["LoadFailure", "Pair", "Prepared", "grade_jobs", "grade_plan", "score", "score_many"]
 
@@ -57,8 +57,10 @@ def _impossible_probability(probability: Any) -> str | None:
     return None
 
 
-def judge_item_result(step: JudgeStep, verdict: Verdict, facts: FactsOutcome | None = None) -> ItemResult:
-    """facts: the item's facts, every one found (the result's evidence then says where, before the judge's)."""
+def judge_item_result(step: JudgeStep, verdict: Verdict, facts: FactsOutcome | None = None,
+                      place: GroupPlace | None = None) -> ItemResult:
+    """facts: the item's facts, every one found (the result's evidence then says where, before the judge's);
+    place: where group grading ranked this attempt on the item (its verdict is then the group's)."""
     item = step.item
     impossible = _impossible_probability(verdict.probability)
     if impossible is not None:
@@ -72,8 +74,11 @@ def judge_item_result(step: JudgeStep, verdict: Verdict, facts: FactsOutcome | N
                                      if verdict.probability is not None else "judge verdict")
     if facts is not None:
         evidence = f"{facts.describe()}; {evidence}"
+    if place is not None:
+        evidence = f"{evidence}; {place.describe()}"
     return ItemResult(**base, status="met" if verdict.met else "unmet", evidence=evidence,
-                      uncertain=in_band(verdict.probability, step.uncertain), members=list(verdict.members) or None)
+                      uncertain=in_band(verdict.probability, step.uncertain), members=list(verdict.members) or None,
+                      group=place)
 
 
 def step_verdict(step: JudgeStep, judged: dict[str, Verdict]) -> Verdict:
@@ -235,17 +240,31 @@ def prepare(job: Job, judge: Judge | None) -> Prepared:
 
 def finish(prepared: Prepared, verdicts: Sequence[Verdict], reward: Reward = "hard") -> Result:
     """The job's Result from its code outcomes and its verdicts (one per request, in order)."""
-    job = prepared.job
     if not prepared.graded:
-        return failed_result(job.plan, job.trajectory, reward)
-    plan = job.plan
+        return failed_result(prepared.job.plan, prepared.job.trajectory, reward)
+    return finish_items(prepared, judged_items(prepared, verdicts), reward)
+
+
+def judged_items(prepared: Prepared, verdicts: Sequence[Verdict]) -> dict[str, Verdict]:
+    """The verdict of each judge item the job sent to the judge, by item id (an item's parts combined), from the
+    verdicts of its requests (one per request, in order)."""
     judged = {request.item.id: verdict for request, verdict in zip(prepared.requests, verdicts, strict=True)}
+    return {s.item.id: step_verdict(s, judged) for s in prepared.job.plan.judge_steps if s.item.id not in prepared.code}
+
+
+def finish_items(prepared: Prepared, verdicts: dict[str, Verdict], reward: Reward = "hard",
+                 places: dict[str, GroupPlace] | None = None) -> Result:
+    """The job's Result from its code outcomes and the verdict of each judge item it sent to the judge; `places`:
+    where group grading ranked the item's attempt among the others (rubrics/grading/groups.py)."""
+    plan = prepared.job.plan
+    places = places or {}
     items = [prepared.code[s.item.id] if s.item.id in prepared.code
-             else judge_item_result(s, step_verdict(s, judged), prepared.facts.get(s.item.id)) for s in plan.steps]
-    usages = [v.usage for v in judged.values() if v.usage is not None]
+             else judge_item_result(s, verdicts[s.item.id], prepared.facts.get(s.item.id), places.get(s.item.id))
+             for s in plan.steps]
+    usages = [v.usage for v in verdicts.values() if v.usage is not None]
     judge = prepared.judge
     judge_name = getattr(judge, "name", type(judge).__name__) if judge is not None and plan.needs_judge else None
-    return assemble(plan, job.trajectory, items, judge_name, reward, total_usage(usages) if usages else None)
+    return assemble(plan, prepared.job.trajectory, items, judge_name, reward, total_usage(usages) if usages else None)
 
 
 def judge_all(prepared: Sequence[Prepared]) -> list[list[Verdict]]:

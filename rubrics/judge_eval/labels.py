@@ -127,13 +127,19 @@ class ExamplesRemoved:
         return getattr(self.inner, name)
 
 
-def judge_labels(labels: Sequence[Label], rubric: Any, judge: Any) -> tuple[list[Judged], list[str]]:
-    """Grade each labelled trajectory once (one batch) and pair each label with the judge's probability."""
+def judge_labels(labels: Sequence[Label], rubric: Any, judge: Any,
+                 comparisons: int | None = None) -> tuple[list[Judged], list[str]]:
+    """Grade each labelled trajectory once (one batch) and pair each label with the judge's probability.
+    comparisons: grade the labelled trajectories as one group of attempts (rubrics.score_group, each attempt
+    compared with that many others), as the attempts of one task, which the trajectories of a labelled set are."""
+    from rubrics.grading.groups import score_group
     from rubrics.grading.scoring import score_many
 
     keys = list(dict.fromkeys(label.trajectory_key for label in labels))
     trajectories = {label.trajectory_key: label.trajectory for label in labels}
-    results = score_many([trajectories[key] for key in keys], rubric, judge=judge)
+    ordered = [trajectories[key] for key in keys]
+    results = score_many(ordered, rubric, judge=judge) if comparisons is None else \
+        score_group(ordered, rubric, judge, comparisons=comparisons)
     by_key = {key: {item.id: item for item in result.items} for key, result in zip(keys, results)}
     judged, skipped = [], []
     for label in labels:

@@ -127,6 +127,24 @@ def ranked_pairs(judged: Sequence[Judged], difficulty: str | None = "clear") -> 
     return wins / total if total else None
 
 
+def near_miss_pairs_ranked(judged: Sequence[Judged]) -> float | None:
+    """Over pairs of judgments of the same item (same domain), one labelled met and one a near miss (unmet, though
+    the work addresses the criterion): the share where the met one has the higher probability (ties count half).
+    The pairs a group of attempts must get right for a reward a near miss cannot game. None without pairs."""
+    groups: dict[tuple[str, str], list[Judged]] = {}
+    for j in judged:
+        if j.probability is not None and (j.label.met or j.label.near_miss):
+            groups.setdefault((j.label.domain, j.item_id), []).append(j)
+    wins = total = 0.0
+    for group in groups.values():
+        for met in (j for j in group if j.label.met):
+            for near in (j for j in group if j.label.near_miss):
+                total += 1
+                wins += 1.0 if met.probability > near.probability else 0.5 if met.probability == near.probability \
+                    else 0.0
+    return wins / total if total else None
+
+
 def near_misses_caught(judged: Sequence[Judged]) -> tuple[float | None, int]:
     """Over the labels marked near_miss (unmet, though the work addresses the criterion): the share the judge calls
     unmet (probability below 0.5; a judge error counts as not caught), and how many there are."""
@@ -140,7 +158,8 @@ def summary(judged: Sequence[Judged]) -> dict[str, Any]:
 
     caught, near = near_misses_caught(judged)
     return {"by_difficulty": {k: asdict(v) for k, v in by_difficulty(judged).items()},
-            "clear_pairs_ranked": ranked_pairs(judged), "near_misses": near, "near_misses_caught": caught}
+            "clear_pairs_ranked": ranked_pairs(judged), "near_miss_pairs_ranked": near_miss_pairs_ranked(judged),
+            "near_misses": near, "near_misses_caught": caught}
 
 
 def panel_report(judged: Sequence[Judged]) -> dict[str, Any] | None:

@@ -9,9 +9,9 @@ threshold, never read from the stored flag, and an entry whose flag disagrees wi
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any, Protocol, Sequence, runtime_checkable
+from typing import Any, Callable, Protocol, Sequence, runtime_checkable
 
-from rubrics.judges.protocol import Judge, JudgeRequest, Verdict
+from rubrics.judges.protocol import ComparisonRequest, Judge, JudgeRequest, Verdict
 from rubrics.judges.usage import JudgeUsage
 from rubrics.judges.verdict_cache import VerdictCache
 
@@ -48,6 +48,8 @@ class CachedJudge:
         self.inner = judge
         self.cache = cache
         self.name = judge.name
+        if callable(getattr(judge, "compare", None)):   # compares attempts only when the judge it wraps can
+            self.compare = self._compare
 
     def __getattr__(self, name: str) -> Any:   # method, calibration_file, stats(), identity(), ... of the judge
         return getattr(self.inner, name)
@@ -61,23 +63,33 @@ class CachedJudge:
         self.inner.progress = value
 
     def judge(self, requests: Sequence[JudgeRequest]) -> list[Verdict]:
+        return self._through_cache(requests, self.inner.cache_keys, self.inner.judge,
+                                   [request.item.threshold for request in requests])
+
+    def _compare(self, requests: Sequence[ComparisonRequest]) -> list[Verdict]:
+        """The inner judge's comparisons, kept like its verdicts (a comparison's `met` is its probability >= 0.5)."""
+        keys = getattr(self.inner, "comparison_keys", lambda given: [None] * len(given))
+        return self._through_cache(requests, keys, self.inner.compare, [0.5] * len(requests))
+
+    def _through_cache(self, requests: Sequence, make_keys: Callable, call: Callable,
+                       thresholds: list[float]) -> list[Verdict]:
         if not requests:
             return []
         try:
-            keys = list(self.inner.cache_keys(requests))
+            keys = list(make_keys(requests))
         except Exception:  # noqa: BLE001 - the judge reports the same failure on each item when it judges
             keys = [None] * len(requests)
         if len(keys) != len(requests):
             keys = [None] * len(requests)
         stored = self.cache.get_many(key for key in keys if key is not None)
         hits = {}
-        for request, key in zip(requests, keys):
+        for key, threshold in zip(keys, thresholds):
             if key is not None and key in stored:
-                trusted = trusted_verdict(stored[key], request.item.threshold)
+                trusted = trusted_verdict(stored[key], threshold)
                 if trusted is not None:
                     hits[key] = trusted
         misses = [i for i, key in enumerate(keys) if key is None or key not in hits]
-        fresh = list(self.inner.judge([requests[i] for i in misses])) if misses else []
+        fresh = list(call([requests[i] for i in misses])) if misses else []
         if len(fresh) != len(misses):   # a broken judge: let the scorer report it
             return fresh
         self.cache.put_many({keys[i]: verdict for i, verdict in zip(misses, fresh) if keys[i] is not None})

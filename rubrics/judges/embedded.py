@@ -20,7 +20,8 @@ from rubrics.judges.calibration_file import ModelIdentity, judge_calibrations
 from rubrics.judges.methods import Calibration, JudgeMethod, JudgeMethods, PromptSpec, Reasoning, \
     ScoredPrompt
 from rubrics.judges.prompt.ids import BuiltPrompt, PromptBuilder, PromptError, PromptRequest
-from rubrics.judges.protocol import JudgeRequest, Verdict
+from rubrics.judges.comparison import COMPARISON_PROMPT_VERSION, comparison_spec, comparison_verdict
+from rubrics.judges.protocol import ComparisonRequest, JudgeRequest, Verdict
 from rubrics.judges.usage import JudgeUsage
 from rubrics.judges.verdict_head import judge_head
 
@@ -161,20 +162,71 @@ class EmbeddedJudge:
             return PlannedRequest(request, self.methods.named(self.method), [], error=str(exc))
         return PlannedRequest(request, method, method.prompts(request.item))
 
+    def _key_base(self) -> dict[str, Any]:
+        """What every verdict of this judge depends on: the model's weights and config, and its numerics."""
+        identity = self.identity()
+        return {"judge": "embedded", "weights_sha256": identity.weights_sha256,
+                "config_sha256": model_config_sha256(self.llm.model_path),
+                # bfloat16, int8 or a GPU gives other probabilities
+                "numerics": [self.llm.dtype, self.llm.device, *([q] if (q := getattr(self.llm, "quantization", None))
+                                                                 else [])]}
+
+    # -- two attempts side by side ---------------------------------------------------------------------------
+    def compare(self, requests: Sequence[ComparisonRequest]) -> list[Verdict]:
+        """Each pair's verdict: the probability that its first attempt meets the item better
+        (rubrics/judges/comparison.py), every pair in one engine batch. Pairs that show the same attempt first
+        share the prompt up to the second attempt, and the items of one pair share it up to the item, so the
+        engine's prefix cache computes each once."""
+        if not requests:
+            return []
+        try:
+            built = self._build_comparisons(requests)
+        except ImportError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - no engine or tokenizer: every pair is an error, none raises
+            reason = f"embedded judge unavailable: {type(exc).__name__}: {exc}"
+            return [Verdict(met=None, probability=None, error=reason) for _ in requests]
+        jobs = [ScoreJob(tuple(prompt.ids), tuple(map(tuple, prompt.choices)))
+                for prompt in built if not isinstance(prompt, PromptError)]
+        if self.progress is not None:
+            self.progress(0, len(jobs), self.llm.stats())
+        scores = iter(score_jobs(self.llm, jobs, [1] * len(jobs), self.progress))
+        verdicts = []
+        for prompt in built:
+            scored = None if isinstance(prompt, PromptError) else next(scores)
+            if scored is None or isinstance(scored, str):
+                error = prompt.message if scored is None else f"engine could not score the prompt: {scored}"
+                verdicts.append(Verdict(met=None, probability=None, error=error))
+            else:
+                first, second = scored.logprobs
+                verdicts.append(comparison_verdict(first, second, JudgeUsage.from_engine(scored.usage)))
+        return verdicts
+
+    def _build_comparisons(self, requests: Sequence[ComparisonRequest]) -> list[BuiltPrompt | PromptError]:
+        wanted = [PromptRequest(request.context, comparison_spec(request.item)) for request in requests]
+        with self._lock:
+            return self.builder.build(wanted)
+
+    def comparison_keys(self, requests: Sequence[ComparisonRequest]) -> list[str | None]:
+        """Each comparison's verdict-cache key: the model and numerics, the comparison prompt's version, and the
+        exact token ids scored (None: a pair whose prompt cannot be built)."""
+        from rubrics.judges.verdict_cache import verdict_key
+
+        base = self._key_base()
+        return [None if isinstance(prompt, PromptError) else verdict_key({
+            **base, "comparison": COMPARISON_PROMPT_VERSION,
+            "prompt": [list(prompt.ids), [list(c) for c in prompt.choices]]})
+            for prompt in self._build_comparisons(requests)]
+
     def cache_keys(self, requests: Sequence[JudgeRequest]) -> list[str | None]:
         """Each request's verdict-cache key: the model's weights, dtype and device, the method, its calibration,
         the threshold, the reasoned-mode budget, and the exact token ids of every prompt and answer scored (None: a
         request whose prompts cannot be built)."""
         from rubrics.judges.verdict_cache import verdict_key
 
-        identity = self.identity()
-        config = model_config_sha256(self.llm.model_path)
+        base = self._key_base()
         return [None if p.error is not None else verdict_key({
-            "judge": "embedded", "weights_sha256": identity.weights_sha256, "config_sha256": config,
-            "method": p.method.name,
-            # bfloat16, int8 or a GPU gives other probabilities
-            "numerics": [self.llm.dtype, self.llm.device, *([q] if (q := getattr(self.llm, "quantization", None))
-                                                             else [])],
+            **base, "method": p.method.name,
             "calibration": [p.method.calibration.scale, p.method.calibration.offset],
             **({"head": self.head.digest} if p.method.name == "head" else {}),
             "threshold": p.request.item.threshold,

@@ -74,6 +74,31 @@ class JudgeRequest:
     item: JudgeItem
 
 
+@dataclass(frozen=True)
+class PairContext:
+    """Two attempts at one task, shown side by side: the task and reference once, then each attempt's evidence
+    (the same selectors for both). `first` is shown as attempt A, `second` as attempt B."""
+    first: JudgeContext
+    second: JudgeContext
+
+    @property
+    def task(self) -> str:
+        return self.first.task
+
+    @property
+    def reference(self) -> str | None:
+        return self.first.reference
+
+
+@dataclass(frozen=True)
+class ComparisonRequest:
+    """Which of two attempts meets the item better (for a penalty: which one did the bad thing more clearly). The
+    verdict's probability is the judge's probability that the first attempt (A) is the one; `met` is whether it
+    is at least 0.5. Group grading asks each pair in both orders, so that a preference for a position cancels."""
+    context: PairContext
+    item: JudgeItem
+
+
 class MemberVerdict(BaseModel):
     """One panel member's verdict on an item."""
     model_config = ConfigDict(frozen=True)
@@ -98,6 +123,15 @@ class Judge(Protocol):
     name: str
 
     def judge(self, requests: Sequence[JudgeRequest]) -> list[Verdict]:
+        """Same order and length as requests; one bad request gets an error verdict, never an exception."""
+        ...
+
+
+@runtime_checkable
+class ComparingJudge(Judge, Protocol):
+    """A judge that can also compare two attempts side by side (rubrics.score_group uses it)."""
+
+    def compare(self, requests: Sequence[ComparisonRequest]) -> list[Verdict]:
         """Same order and length as requests; one bad request gets an error verdict, never an exception."""
         ...
 

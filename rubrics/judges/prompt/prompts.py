@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from rubrics.judges.protocol import JudgeContext
+from rubrics.judges.protocol import JudgeContext, PairContext
 
 # The prompt layout's version, recorded in calibration files (rubrics/judges/calibration_file.py): a calibration
 # maps the raw scores of these exact prompts. Change it whenever the prompts a judge sends change: the segments
@@ -59,31 +59,52 @@ def fenced(label: str, text: str, *, cuttable: bool = True) -> list[Piece]:
     return [Piece(f"{label}\n{fence}\n"), untrusted(text, cuttable=cuttable), Piece(f"\n{fence}\n")]
 
 
-def context_pieces(context: JudgeContext, *, content_free: bool = False) -> list[Piece]:
-    """Task, reference and evidence of one trajectory; identical for all its items (the shared prefix).
+def context_pieces(context: JudgeContext | PairContext, *, content_free: bool = False) -> list[Piece]:
+    """Task, reference and evidence of one trajectory; identical for all its items (the shared prefix). Two
+    attempts side by side (a PairContext): pair_context_pieces.
 
     It ends with ONE newline after a non-space character and every item segment starts with the next newline:
     a byte-level BPE tokenizes "x\n" + "\nRubric" exactly as "x\n\nRubric", so the context and the item can
     each be encoded as one string and still give the ids of the whole user message (what a server computes).
     """
+    if isinstance(context, PairContext):
+        return pair_context_pieces(context)
+    pieces = task_pieces(context)
+    pieces.append(Piece("Evidence from the agent's work:\n"))
+    pieces += evidence_pieces(context, content_free=content_free)
+    return pieces  # the blank line before the item opens the item segment (see a method's item pieces)
+
+
+def task_pieces(context: JudgeContext | PairContext) -> list[Piece]:
     pieces = [Piece("Task:\n"), untrusted(context.task.strip()), Piece("\n\n")]
     if context.reference:
         pieces += [Piece("Reference facts (never shown to the agent):\n"), untrusted(context.reference.strip()),
                    Piece("\n\n")]
-    pieces.append(Piece("Evidence from the agent's work:\n"))
+    return pieces
+
+
+def evidence_pieces(context: JudgeContext, *, content_free: bool = False, label: str = "") -> list[Piece]:
     if not context.evidence:
-        pieces.append(Piece("(no evidence selected)\n"))
+        return [Piece("(no evidence selected)\n")]
+    pieces = []
     for block in context.evidence:
         text = CONTENT_FREE_EVIDENCE if content_free else (block.text or "(empty)")
-        pieces += fenced(f"[{block.name}]", text, cuttable=not content_free)
-    return pieces  # the blank line before the item opens the item segment (see a method's item pieces)
+        pieces += fenced(f"[{label}{block.name}]", text, cuttable=not content_free)
+    return pieces
+
+
+def pair_context_pieces(pair: PairContext) -> list[Piece]:
+    """Task and reference once, then attempt A's evidence, then attempt B's: pairs that show the same attempt first
+    share everything up to B, and the items of one pair share everything up to the item."""
+    return [*task_pieces(pair), Piece("Evidence from attempt A:\n"), *evidence_pieces(pair.first, label="A: "),
+            Piece("\nEvidence from attempt B:\n"), *evidence_pieces(pair.second, label="B: ")]
 
 
 def join(pieces: list[Piece] | tuple[Piece, ...]) -> str:
     return "".join(piece.text for piece in pieces)
 
 
-def chat_messages(context: JudgeContext, instructions: str, item: tuple[Piece, ...] | list[Piece],
+def chat_messages(context: JudgeContext | PairContext, instructions: str, item: tuple[Piece, ...] | list[Piece],
                   *, content_free: bool = False) -> list[dict[str, Any]]:
     """OpenAI-style messages for a server judge: the system turn holds the method's instructions. Every untrusted
     piece (task, reference, evidence, the rubric's item text and examples) has its special-token strings
