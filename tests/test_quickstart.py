@@ -54,11 +54,15 @@ def test_results_validate_against_the_schema_and_judge_items_are_graded(json_run
     results, _ = json_run
     schema = json.loads((REPO / "schemas" / "result.schema.json").read_text())
     assert len(results) == 8
-    for result in results:
+    expected = json.loads((EXAMPLE / "expected.json").read_text())["trajectories"]
+    for name, result in zip(sorted(expected), results):
         jsonschema.validate(result, schema)
         assert result["complete"] and result["judge"] == "embedded:SmolLM2-135M-Instruct"
         judged = [item for item in result["items"] if item["method"] == "judge"]
-        assert len(judged) == 5 and all(0.0 <= item["probability"] <= 1.0 for item in judged)
+        asked = [item for item in judged if item["id"] not in expected[name]["facts_missing"]]
+        assert len(judged) == 5 and all(0.0 <= item["probability"] <= 1.0 for item in asked)
+        assert all(item["status"] == "unmet" and item["probability"] is None
+                   for item in judged if item not in asked)   # a missing fact: decided without the judge
 
 
 def test_deterministic_items_agree_with_the_expected_outcomes(json_run):

@@ -20,12 +20,14 @@ Matching is linear in the evidence: literals are plain substring searches, numbe
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from decimal import Decimal
 from functools import cached_property
 from typing import Annotated, Union
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr, TypeAdapter, \
+    field_validator
 
 from rubrics.checks.base import quote
 from rubrics.checks.numbers import ParsedNumber, Tolerance, find_numbers, format_decimal, parse_expected, \
@@ -161,8 +163,10 @@ class AnyOf:
 Fact = Literal | Number | AnyOf
 
 
-def compile_fact(spec: FactSpec) -> Fact:
-    """The matcher of one validated fact."""
+def compile_fact(spec: FactSpec | dict) -> Fact:
+    """The matcher of one fact (a validated FactSpec, or the same as it is written: a str, a number or a mapping)."""
+    if isinstance(spec, dict):
+        spec = TypeAdapter(FactSpec).validate_python(spec)
     if isinstance(spec, AnyFact):
         return AnyOf(tuple(compile_fact(alternative) for alternative in spec.any))   # type: ignore[misc]
     if isinstance(spec, TextFact):
@@ -228,3 +232,46 @@ def match_facts(facts: tuple[Fact, ...], blocks: list[EvidenceText]) -> FactsOut
         hit = next(((block.name, where) for block in blocks if (where := fact.find(block)) is not None), None)
         found.append(FactFound(fact, hit[0], hit[1]) if hit else FactFound(fact, None))
     return FactsOutcome(tuple(found), tuple(block.name for block in blocks))
+
+
+# ------------------------------------------------------------------------------ what `rubric lint` suggests
+
+_MONTHS = r"(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?|Sep(?:t(?:ember)?)?|" \
+          r"Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)"
+_NAMED = re.compile(
+    r"(?P<address>[\w.+-]{1,64}@[\w-]{1,63}(?:\.[\w-]{1,63}){1,8})"
+    r"|(?P<date>\b\d{4}-\d{2}-\d{2}\b|\b\d{1,2} " + _MONTHS + r"(?: \d{4})?\b|\b" + _MONTHS + r" \d{1,2}(?:, \d{4})?\b)"
+    r"|(?P<id>\b(?=[A-Za-z0-9-]{0,39}\d)(?=[A-Za-z0-9-]{0,39}[A-Z])[A-Za-z0-9]{1,20}(?:-[A-Za-z0-9]{1,20}){1,4}\b"
+    r"|\bv\d{1,4}(?:\.\d{1,4}){1,3}\b|\b\d{3,12}(?:-\d{2,12}){1,3}\b)")
+KINDS = {"address": "an address", "date": "a date", "id": "an id", "amount": "an amount"}
+
+
+@dataclass(frozen=True)
+class Named:
+    """Something a text names that a fact could require: its text as written, and what it is."""
+    text: str
+    kind: str
+
+
+def named_facts(text: str, limit: int = 8) -> list[Named]:
+    """The ids, amounts, addresses and dates a text names, in order, at most `limit` (the patterns are bounded, so
+    this is linear in the text)."""
+    found: dict[str, Named] = {}
+    spans = []
+    for match in _NAMED.finditer(text):
+        kind = match.lastgroup or "id"
+        found.setdefault(match.group(0), Named(match.group(0), kind))
+        spans.append(match.span())
+    for number in find_numbers(text):
+        inside = any(start <= number.start < end for start, end in spans)
+        if not inside and _is_amount(number):
+            found.setdefault(number.text, Named(number.text, "amount"))
+    ordered = sorted(found.values(), key=lambda named: text.find(named.text))
+    return ordered[:limit]
+
+
+def _is_amount(number: ParsedNumber) -> bool:
+    """A figure worth checking: with a currency, a scale or a percent sign, or of four digits and more."""
+    written = number.text
+    return bool(number.percent or re.search(r"[₹$€£]|rs|inr|usd|eur|gbp|[kKlLmMbB]\b|lakh|crore|million|billion|bn",
+                                            written, re.I) or abs(number.value) >= 1000)

@@ -29,6 +29,8 @@ LINT_CODES = {
     "conflicting-option": "threshold given both on the item and under its judge:",
     "unknown-selector": "an `in` or `evidence` selector that does not exist",
     "sign-mismatch": "(warning) a penalty phrased as a reward, or a reward phrased as a failure",
+    "facts-suggested": "(warning) a judge item without facts whose text, or a sentence of the reference that shares "
+                       "its words, names an id, an amount, an address or a date: list them as facts",
     "check-error": "a custom check key whose entry point cannot be loaded, or whose lint crashed",
     # field rules of the built-in checks (rubrics/checks/)
     "invalid-regex": "a regex (regex.pattern, number.pattern, json.matches) does not compile",

@@ -27,6 +27,7 @@ def rubric_rules(data: dict, items) -> Iterator[Finding]:
     yield from duplicate_ids(data)
     yield from positive_points(data)
     yield from sign_mistakes(data)
+    yield from facts_suggestions(data)
 
 
 def _raw_items(data: dict) -> Iterator[tuple[tuple, dict]]:
@@ -92,3 +93,45 @@ def sign_mistakes(data: dict) -> Iterator[Finding]:
                            "describe the good behaviour, or make the points negative")
             yield path + ("points",), message, "sign-mismatch", WARNING
             break
+
+
+# Words too common to tie a sentence of the reference to an item.
+_COMMON = frozenset("that with from this their them they which about into there were when what have been each every "
+                    "than then only also more does will must should item agent work task says said give gives "
+                    "given both over under after before other same such your".split())
+
+
+def _words(text: str) -> set[str]:
+    return {w for w in re.findall(r"[a-z][a-z-]{3,}", text.lower()) if w not in _COMMON}
+
+
+def facts_suggestions(data: dict) -> Iterator[Finding]:
+    """A gate or reward judged without facts whose text names an id, an amount, an address or a date, or whose words
+    meet a sentence of the reference that names some: a warning suggesting them as facts. (Not for penalties: what a
+    penalised behaviour must mention is rarely a value the rubric names; the author adds those facts by hand.)"""
+    from rubrics.checks.facts import KINDS, named_facts
+
+    reference = data.get("reference") if isinstance(data.get("reference"), str) else ""
+    sentences = [s for s in re.split(r"(?<=[.;])\s+|\n", reference[:100_000]) if s.strip()]
+    for path, raw in _raw_items(data):
+        judge = raw.get("judge")
+        options = judge if isinstance(judge, dict) else {"text": judge}
+        text = options.get("text")
+        rewarded = path[0] == "gates" or (_points(raw) or 0) > 0
+        if not isinstance(text, str) or "facts" in options or not rewarded:
+            continue
+        named = named_facts(text)
+        if not named:
+            words = _words(text)
+            named = [n for sentence in sentences if len(words & _words(sentence)) >= 2 for n in named_facts(sentence)]
+        named = list({n.text: n for n in named}.values())[:8]
+        if not named:
+            continue
+        listed = ", ".join(f"{n.text} ({KINDS[n.kind]})" for n in named)
+        facts = ", ".join(n.text if re.fullmatch(r"[\w.@$%₹€£,-]+", n.text) and not n.text.startswith(("-", "$"))
+                          else f'"{n.text}"' for n in named)
+        where = "its text" if named_facts(text) else "the reference, beside its words"
+        yield (path + ("judge",),
+               f"this judge item depends on {listed}, named in {where}: did you mean "
+               f"judge: {{text: ..., facts: [{facts}]}}? A fact missing from the item's evidence then decides it "
+               "unmet without asking the judge", "facts-suggested", WARNING)

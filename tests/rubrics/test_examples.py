@@ -25,7 +25,9 @@ def test_deterministic_outcome(name):
     if not expected["gates_passed"]:
         assert result.score == 0.0
     judged = [i for i in result.items if i.method == "judge"]
-    assert judged and all(i.status == "error" for i in judged) and not result.complete
+    decided = {i.id for i in judged if i.status == "unmet" and i.probability is None and "not found in" in i.evidence}
+    assert decided == set(expected["facts_missing"])   # a missing fact decides without a judge
+    assert judged and all(i.status == "error" for i in judged if i.id not in decided) and not result.complete
 
 
 def test_outcomes_cover_every_case_of_the_issue():

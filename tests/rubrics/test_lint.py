@@ -57,6 +57,12 @@ CASES = [
     ("sign-mismatch", crit("- {id: c, points: -2, judge: never invents numbers}"), (6, "-2"), "warning", "phrased as a reward"),
     ("sign-mismatch", crit("- {id: c, points: 2, text: fails to cite the source, judge: x}"), (6, "2"), "warning",
      "phrased as a failure"),
+    ("facts-suggested", crit("- {id: c, points: 2, judge: refunds $42 to ana@x.test under RMA-7731}"), (6, "refunds"),
+     "warning", "depends on $42 (an amount), ana@x.test (an address), RMA-7731 (an id), named in its text: did you "
+                'mean judge: {text: ..., facts: ["$42", ana@x.test, RMA-7731]}?'),
+    ("facts-suggested", "version: 1\nid: r\ntask: t\nreference: EXP-221 and EXP-307 were approved without sign-off."
+     "\ncriteria:\n" + OK_CRITERION + "  - {id: c, points: 3, judge: flags the 2 expenses approved without sign-off}\n",
+     (7, "flags"), "warning", "EXP-221 (an id), EXP-307 (an id), named in the reference, beside its words"),
     ("invalid-regex", crit("- {id: c, points: 1, regex: {pattern: '(unclosed'}}"), (6, "'(unclosed"), "error", "invalid regex"),
     ("invalid-regex", crit("- {id: c, points: 1, not: {json: {in: files.a.json, path: a, matches: '['}}}"), (6, "'['"),
      "error", "invalid regex"),
@@ -189,3 +195,11 @@ def test_a_problem_is_always_one_line(tmp_path, capsys):
     assert main(["lint", str(path)]) == 1
     out = capsys.readouterr().out
     assert len(out.splitlines()) == 1 and "weird\\rkey\\u2028" in out and "[unknown-key]" in out
+
+
+def test_facts_are_suggested_for_gates_and_rewards_only_and_never_twice(tmp_path):
+    path = tmp_path / "rubric.yaml"
+    path.write_text(crit("- {id: p, points: -2, judge: quotes the $39 partner price}",
+                         "- {id: f, points: 2, judge: {text: refunds $42, facts: [$42]}}",
+                         "- {id: n, points: 1, judge: one page, readable by a CFO}"))
+    assert [p for p in lint_file(path) if p.code == "facts-suggested"] == []
