@@ -72,6 +72,21 @@ class Grader:
         with self._lock:
             return grade_jobs(jobs, self.judges, reward=reward)   # type: ignore[arg-type]
 
+    def grade_groups(self, groups: Sequence[Sequence[Any]], rubric_sources: Sequence[Any], reward: str = "hard",
+                     comparisons: int | None = None) -> list[list[Result]]:
+        """Each group's Results (rubrics.score_group: the attempts of one task, compared side by side), each group
+        against its own rubric, every group in one judge call and one comparison call."""
+        from rubrics.grading.groups import DEFAULT_COMPARISONS, grade_groups
+        from rubrics.grading.jobs import make_jobs
+
+        if len(groups) != len(rubric_sources):
+            raise ValueError(f"{len(groups)} groups but {len(rubric_sources)} rubrics")
+        jobs = [make_jobs(list(group), [source] * len(group), plans=self.plans)
+                for group, source in zip(groups, rubric_sources)]
+        with self._lock:
+            return grade_groups(jobs, self.judges, comparisons=comparisons or DEFAULT_COMPARISONS,  # type: ignore[arg-type]
+                                reward=reward)
+
     async def agrade(self, trajectories: Sequence[Any], rubric_sources: Sequence[Any],
                      reward: str = "hard") -> list[Result]:
         """grade() in a worker thread, so that an async harness (Inspect, verifiers) keeps running its other

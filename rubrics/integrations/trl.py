@@ -50,9 +50,29 @@ def default_trajectory(prompt: Any, completion: Any, row: dict[str, Any]) -> dic
     return trajectory
 
 
+def grade_by_prompt(grader: Grader, prompts: list, trajectories: list, sources: list, reward: str,
+                    comparisons: int | None) -> list[Result]:
+    """The completions of each prompt (and rubric) graded as one group; Results in completion order."""
+    import json
+
+    groups: dict[str, list[int]] = {}
+    for index, (prompt, source) in enumerate(zip(prompts, sources)):
+        key = json.dumps([prompt, source if isinstance(source, str) else id(source)], sort_keys=True, default=repr)
+        groups.setdefault(key, []).append(index)
+    members = list(groups.values())
+    graded = grader.grade_groups([[trajectories[i] for i in member] for member in members],
+                                 [sources[member[0]] for member in members], reward, comparisons)
+    results: list[Result | None] = [None] * len(trajectories)
+    for member, group_results in zip(members, graded):
+        for index, result in zip(member, group_results):
+            results[index] = result
+    return results   # type: ignore[return-value]
+
+
 def rubric_reward(rubric: Any = None, *, rubric_column: str = "rubric", judge: Judge | None = None,
                   on_error: OnError = "raise", reward: str = "hard", name: str = "rubric",
-                  to_trajectory: TrajectoryBuilder = default_trajectory) -> RewardFunction:
+                  to_trajectory: TrajectoryBuilder = default_trajectory, group: bool = False,
+                  comparisons: int | None = None) -> RewardFunction:
     """A GRPOTrainer reward function that grades each completion against a rubric.
 
     rubric: one rubric for every sample (a path, YAML text, dict or Rubric); None: each sample's own, from the
@@ -69,12 +89,23 @@ def rubric_reward(rubric: Any = None, *, rubric_column: str = "rubric", judge: J
         "environment" its environment when the trainer runs an environment_factory (to read the files or tests
         the rollout left there).
 
+    group: grade the completions of one prompt together (rubrics.score_group): GRPO samples several completions per
+        prompt and learns from their ranking, and the judge compares them side by side on each judge item (each with
+        `comparisons` others, default 4, in both orders) besides judging each alone. Completions are grouped by
+        their prompt and rubric; a prompt with one completion is graded alone.
+
     The returned function keeps the Results of its last call in `last_results` (same order as the completions),
     for inspection; with `log_metric` from the trainer it also logs `<name>/incomplete`, the fraction of
     incomplete results, so a run with on_error="nan" shows how much it masked.
     """
     on_error = check_on_error(on_error)
     check_reward(reward)
+    if comparisons is not None:
+        from rubrics.grading.groups import checked_comparisons
+
+        checked_comparisons(comparisons)
+        if not group:
+            raise ValueError("comparisons: applies to group=True (the completions of one prompt graded together)")
     grader = Grader(judge)
     if rubric is not None:
         grader.check(rubric)   # a bad rubric fails here, before the trainer starts, not at the first step
@@ -98,7 +129,8 @@ def rubric_reward(rubric: Any = None, *, rubric_column: str = "rubric", judge: J
                 trajectory = {**trajectory, "id": f"completion-{i}"}   # errors then name the completion
             trajectories.append(trajectory)
         sources = [rubric] * len(prompts) if rubric is not None else [row[rubric_column] for row in rows]
-        results = grader.grade(trajectories, sources, reward)
+        results = grade_by_prompt(grader, prompts, trajectories, sources, reward, comparisons) if group \
+            else grader.grade(trajectories, sources, reward)
         reward_function.last_results = results
         log_metric = kwargs.get("log_metric")
         if callable(log_metric) and results:

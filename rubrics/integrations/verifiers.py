@@ -12,6 +12,18 @@ sum. `RubricReward` is such a reward:
 
 Each rubric item's verdict is also recorded as a trace metric `<name>/<item id>` (1.0 met, 0.0 unmet), and the
 full result goes to `trace.info[<name>]`.
+
+`RubricGroupReward` grades the attempts of one task together (rubrics.score_group: each judge item also judged side
+by side in pairs, and the attempts ranked). In verifiers the attempts meet in an episode: an Env whose `run()`
+starts n agents on the task (as `best-of-n` does) calls it from its `finalize(task, episode)`, the hook verifiers
+gives for judging across traces, and it records each trace's reward, metrics and result:
+
+    class RankedEnv(BestOfNEnv):
+        rubric = RubricGroupReward("rubric.yaml")
+
+        async def finalize(self, task, episode):
+            await self.rubric(task, episode)        # first: best-of-n's own finalize reads the rewards
+            await super().finalize(task, episode)
 """
 from __future__ import annotations
 
@@ -37,7 +49,33 @@ def trace_trajectory(task: Any, trace: Any) -> dict[str, Any]:
     return trajectory
 
 
-class RubricReward:
+class RubricGrading:
+    """What RubricReward and RubricGroupReward share: the rubric (one, or each task's own), the judge and the grader
+    that keeps them, and what an incomplete result gives."""
+
+    def __init__(self, rubric: Any = None, *, rubric_field: str = "rubric", judge: Judge | None = None,
+                 on_error: OnError = "raise", reward: str = "hard", weight: float = 1.0, name: str = "rubric"):
+        self.rubric = rubric
+        self.rubric_field = rubric_field
+        self.on_error = check_on_error(on_error)
+        self.reward_kind = check_reward(reward)
+        self._vf_weight = float(weight)
+        self.__name__ = name
+        self._grader = Grader(judge)
+        if rubric is not None:
+            self._grader.check(rubric)   # a bad rubric fails when the task class is defined, not mid-run
+
+    def _source(self, task: Any) -> Any:
+        if self.rubric is not None:
+            return self.rubric
+        source = getattr(task, self.rubric_field, None)
+        if source is None:
+            raise ValueError(f"reward {self.__name__!r}: no rubric given and the task data has no "
+                             f"{self.rubric_field!r} field; pass {type(self).__name__}(rubric=...) or add the field")
+        return source
+
+
+class RubricReward(RubricGrading):
     """A verifiers reward that grades the trace against a rubric: what `@vf.reward(weight=..., priority=...)`
     makes of a method, as an object, so it can carry its rubric and judge.
 
@@ -51,28 +89,9 @@ class RubricReward:
     # The tags verifiers' discovery and Task.score read (verifiers.v1.utils.decorators.reward sets the same).
     reward = True
 
-    def __init__(self, rubric: Any = None, *, rubric_field: str = "rubric", judge: Judge | None = None,
-                 on_error: OnError = "raise", reward: str = "hard", weight: float = 1.0, priority: int = 0,
-                 name: str = "rubric"):
-        self.rubric = rubric
-        self.rubric_field = rubric_field
-        self.on_error = check_on_error(on_error)
-        self.reward_kind = check_reward(reward)
-        self._vf_weight = float(weight)
+    def __init__(self, rubric: Any = None, *, priority: int = 0, **options: Any):
+        super().__init__(rubric, **options)
         self.reward_priority = priority
-        self.__name__ = name
-        self._grader = Grader(judge)
-        if rubric is not None:
-            self._grader.check(rubric)   # a bad rubric fails when the task class is defined, not mid-run
-
-    def _source(self, task: Any) -> Any:
-        if self.rubric is not None:
-            return self.rubric
-        source = getattr(task, self.rubric_field, None)
-        if source is None:
-            raise ValueError(f"reward {self.__name__!r}: no rubric given and the task data has no "
-                             f"{self.rubric_field!r} field; pass RubricReward(rubric=...) or add the field")
-        return source
 
     async def grade(self, task: Any, trace: Any) -> Result:
         """The Result for one trace (what __call__ turns into a reward)."""
@@ -81,14 +100,54 @@ class RubricReward:
 
     async def __call__(self, task: Any, trace: Any) -> float:
         result = await self.grade(task, trace)
-        trace.info[self.__name__] = result.to_dict()
-        for item in result.items:
-            if item.status != "error":
-                trace.record_metric(f"{self.__name__}/{item.id}", 1.0 if item.status == "met" else 0.0)
+        record_result(trace, self.__name__, result)
         return result.get_reward(self.on_error)
 
     def __repr__(self) -> str:
         return f"RubricReward(name={self.__name__!r}, weight={self._vf_weight})"
+
+
+def record_result(trace: Any, name: str, result: Result) -> None:
+    """The full result under trace.info[name], and each evaluated item as the metric `name/<item id>`."""
+    trace.info[name] = result.to_dict()
+    for item in result.items:
+        if item.status != "error":
+            trace.record_metric(f"{name}/{item.id}", 1.0 if item.status == "met" else 0.0)
+
+
+class RubricGroupReward(RubricGrading):
+    """The traces of one episode (the n attempts of its task) graded together, for an Env's finalize(task, episode):
+    each trace gets its reward (`trace.rewards[name]`, with this reward's weight), metrics and result, as
+    RubricReward gives a lone trace. comparisons: other attempts each attempt is compared with (default 4).
+    An incomplete result raises (on_error "raise", failing the episode, which verifiers retries) before any
+    reward is recorded, or records NaN or 0.0."""
+
+    def __init__(self, rubric: Any = None, *, comparisons: int | None = None, **options: Any):
+        super().__init__(rubric, **options)
+        if comparisons is not None:
+            from rubrics.grading.groups import checked_comparisons
+
+            checked_comparisons(comparisons)
+        self.comparisons = comparisons
+
+    async def grade_episode(self, task: Any, episode: Any) -> list[Result]:
+        import asyncio
+
+        data = getattr(task, "data", task)
+        trajectories = [trace_trajectory(data, trace) for trace in episode.traces]
+        [results] = await asyncio.to_thread(self._grader.grade_groups, [trajectories], [self._source(data)],
+                                            self.reward_kind, self.comparisons)
+        return results
+
+    async def __call__(self, task: Any, episode: Any) -> None:
+        results = await self.grade_episode(task, episode)
+        rewards = [result.get_reward(self.on_error) for result in results]   # raises before recording anything
+        for trace, result, value in zip(episode.traces, results, rewards):
+            record_result(trace, self.__name__, result)
+            trace.record_reward(self.__name__, value, self._vf_weight)
+
+    def __repr__(self) -> str:
+        return f"RubricGroupReward(name={self.__name__!r}, weight={self._vf_weight})"
 
 
 # For TaskConfig.rewards (plug it under the name "rubric" so its metrics share the reward's name): each task's own

@@ -137,3 +137,46 @@ def test_to_trajectory_sees_the_rollouts_environment():
     values = reward(["Write the report."] * 2, ["Done."] * 2,
                     environments=[Workspace({"report.md": "The total is 4."}), Workspace({})])
     assert values == [1.0, 0.0]
+
+
+@pytest.mark.slow
+def test_grpo_trainer_with_group_grading_rewards_the_completions_of_each_prompt_ranked_together(model_dir, judge,
+                                                                                                  tmp_path):
+    import pandas as pd
+    from datasets import Dataset
+    from trl import GRPOConfig, GRPOTrainer
+
+    dataset = Dataset.from_list([{"prompt": [{"role": "user", "content": "Say hello."}], "rubric": GREETING}] * 2)
+    reward = rubric_reward(judge=judge, group=True, comparisons=2)
+    args = GRPOConfig(output_dir=str(tmp_path), per_device_train_batch_size=4, num_generations=4,
+                      max_completion_length=12, max_steps=1, logging_steps=1, log_completions=True, report_to=[],
+                      use_cpu=True, seed=0, save_strategy="no", dataloader_num_workers=0)
+    trainer = GRPOTrainer(model=str(model_dir), reward_funcs=reward, args=args, train_dataset=dataset)
+    trainer.train()
+
+    logged = [row for table in sorted((tmp_path / "completions").glob("completions_*.parquet"))
+              for row in pd.read_parquet(table).to_dict("records")]
+    assert len(logged) == 4   # one prompt, four generations: one group
+    group = [as_messages(list(row["prompt"]), list(row["completion"])) for row in logged]
+    expected = rubrics.score_group(group, GREETING, judge=judge, comparisons=2)
+    assert [row["rubric"] for row in logged] == [np.float32(r.score) for r in expected]
+    places = [item.group for r in reward.last_results for item in r.items if item.method == "judge"]
+    assert len(places) == 4 and all(p.attempts == 4 and p.compared_with == 2 for p in places)
+
+
+def test_group_grading_groups_the_completions_by_prompt_and_rubric(judge):
+    reward = rubric_reward(judge=judge, group=True, comparisons=1)
+    prompts = ["Say hello."] * 3 + ["Count to three."] * 2 + ["Say hi."]
+    completions = ["Hello there, Good Morning", "Hi", "Greetings, Friend Zed", "1 2 3", "one", "Hey"]
+    rubric = [GREETING] * 3 + [COUNTING] * 2 + [GREETING]
+    values = reward(prompts=prompts, completions=completions, rubric=rubric)
+    hello = rubrics.score_group([as_messages(p, c) for p, c in zip(prompts[:3], completions[:3])], GREETING,
+                                judge=judge, comparisons=1)
+    assert values[:3] == [r.score for r in hello]
+    assert values[3:5] == [rubrics.score(as_messages(p, c), COUNTING).score for p, c in zip(prompts[3:5],
+                                                                                           completions[3:5])]
+    alone = reward.last_results[5]
+    assert all(item.group is None for item in alone.items)   # the only completion of its prompt
+    assert [i.group.attempts for r in reward.last_results[:3] for i in r.items if i.method == "judge"] == [3, 3, 3]
+    with pytest.raises(ValueError, match="comparisons: applies to group=True"):
+        rubric_reward(judge=judge, comparisons=2)

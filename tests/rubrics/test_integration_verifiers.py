@@ -134,3 +134,49 @@ def test_without_verifiers_the_import_says_which_extra_to_install(monkeypatch):
     monkeypatch.delitem(sys.modules, "rubrics.integrations.verifiers")
     with pytest.raises(rubrics.MissingExtraError, match=r"pip install 'agent-rubrics\[verifiers\]'"):
         importlib.import_module("rubrics.integrations.verifiers")
+
+
+def test_a_group_reward_grades_the_traces_of_an_episode_together_from_the_envs_finalize():
+    from rubrics.integrations.verifiers import RubricGroupReward
+    from rubrics.judges.protocol import Verdict
+    from verifiers.v1.envs.best_of_n.env import BestOfNEnv
+    from verifiers.v1.episode import Episode
+
+    class RankingJudge:
+        """Pointwise: met (0.7) only for the reply that does not name the order; side by side: prefers the replies
+        that name order #7."""
+        name = "ranking"
+
+        def judge(self, requests):
+            return [Verdict(met=p >= 0.5, probability=p)
+                    for p in (0.3 if "#7" in r.context.evidence[0].text else 0.7 for r in requests)]
+
+        def compare(self, requests):
+            def says(context):
+                return "#7" in context.evidence[0].text
+            return [Verdict(met=True, probability=0.9 if says(r.context.first) > says(r.context.second) else
+                            0.1 if says(r.context.first) < says(r.context.second) else 0.5) for r in requests]
+
+    data = RefundData(prompt="Refund order 7 and confirm.", rubric=POLITE)
+    traces = [make_trace(reply, data=data) for reply in ("Thank you, order #7 refunded.", "Thank you, refunded.",
+                                                          "Refunded, thank you. Order #7 is done.")]
+    episode = Episode(task=TraceTask(type="RefundTask", data=data), traces=traces)
+    reward = RubricGroupReward(judge=RankingJudge(), comparisons=2, weight=2.0)
+
+    class RankedEnv(BestOfNEnv):
+        async def finalize(self, task, episode):
+            await reward(task, episode)
+            await super().finalize(task, episode)
+
+    env = RankedEnv.__new__(RankedEnv)   # finalize reads only its config's threshold
+    env.config = type("Config", (), {"threshold": 1.0})()
+    asyncio.run(env.finalize(RefundTask(data), episode))
+    expected = rubrics.score_group([trace_trajectory(data, t) for t in traces], POLITE, judge=RankingJudge(),
+                                   comparisons=2)
+    assert [t.rewards["rubric"].score for t in traces] == [r.score for r in expected]
+    assert all(t.rewards["rubric"].weight == 2.0 for t in traces)
+    assert [t.metrics["best"] for t in traces] == [float(r.score == max(x.score for x in expected)) for r in expected]
+    places = [t.info["rubric"]["items"][1]["group"] for t in traces]
+    assert [p["attempts"] for p in places] == [3, 3, 3] and places[1]["rank"] == 3
+    # one of the three met the item alone; side by side, that one is a reply naming the order
+    assert [t.metrics["rubric/judged"] for t in traces].count(1.0) == 1 and traces[1].metrics["rubric/judged"] == 0.0
