@@ -143,13 +143,13 @@ def test_a_group_reward_grades_the_traces_of_an_episode_together_from_the_envs_f
     from verifiers.v1.episode import Episode
 
     class RankingJudge:
-        """Pointwise: met (0.7) only for the reply that does not name the order; side by side: prefers the replies
-        that name order #7."""
+        """Pointwise: met (0.55, a close call) only for the reply that does not name the order; side by side: prefers
+        the replies that name order #7, clearly."""
         name = "ranking"
 
         def judge(self, requests):
             return [Verdict(met=p >= 0.5, probability=p)
-                    for p in (0.3 if "#7" in r.context.evidence[0].text else 0.7 for r in requests)]
+                    for p in (0.45 if "#7" in r.context.evidence[0].text else 0.55 for r in requests)]
 
         def compare(self, requests):
             def says(context):
