@@ -30,7 +30,8 @@ from rubrics.judges.calibration_file import CalibrationFileError, ModelIdentity,
 from rubrics.judges.methods import DEFAULT_HTTP_METHOD, METHOD_CLASSES, Calibration, JudgeMethod, JudgeMethods, \
     PromptSpec, ScoredPrompt, method_name_for
 from rubrics.judges.openai_http import JudgeHTTPError, RetryPolicy, get_json, post_json
-from rubrics.judges.protocol import JudgeItem, JudgeRequest, Verdict
+from rubrics.judges.comparison import ANSWERS, COMPARISON_PROMPT_VERSION, comparison_spec, comparison_verdict
+from rubrics.judges.protocol import ComparisonRequest, JudgeItem, JudgeRequest, Verdict
 from rubrics.judges.usage import JudgeUsage
 
 API_KEY_VARIABLES = ("RUBRICS_OPENAI_API_KEY", "OPENAI_API_KEY")
@@ -137,6 +138,48 @@ class OpenAIJudge:
         return _run_blocking(self.ajudge(requests))
 
     async def ajudge(self, requests: Sequence[JudgeRequest]) -> list[Verdict]:
+        return await self._each(requests, self._judge_one)
+
+    def compare(self, requests: Sequence[ComparisonRequest]) -> list[Verdict]:
+        """Each pair's verdict: the probability that its first attempt meets the item better
+        (rubrics/judges/comparison.py), read from the answers' log-probabilities as a verdict is."""
+        if not requests:
+            return []
+        return _run_blocking(self._each(requests, self._compare_one))
+
+    def comparison_keys(self, requests: Sequence[ComparisonRequest]) -> list[str | None]:
+        from rubrics.judges.verdict_cache import verdict_key
+
+        if self.model is None:
+            return [None] * len(requests)
+        return [verdict_key({"judge": "openai", "url": self.url, "model": self.model,
+                             "comparison": COMPARISON_PROMPT_VERSION,
+                             "body": self._first_body(request, comparison_spec(request.item))})
+                for request in requests]
+
+    async def _compare_one(self, client: httpx.AsyncClient, gate: asyncio.Semaphore,
+                           request: ComparisonRequest) -> Verdict:
+        spent: list[JudgeUsage] = []
+        try:
+            async with gate:
+                scored = await self._score_spec(client, request, comparison_spec(request.item), spent)
+            if isinstance(scored, ScoredPrompt):
+                verdict = comparison_verdict(*scored.logprobs)
+            else:
+                first = parse_one_word_answer(scored.text, ANSWERS)
+                if first is None:
+                    raise JudgeAnswerError(f"the server returned no log-probabilities for A/B and its answer "
+                                           f"{str(scored.text)[:80]!r} is not one of them")
+                verdict = Verdict(met=first, probability=1.0 if first else 0.0,
+                                  rationale="answer parsed from the text: the server returned no log-probabilities")
+        except (JudgeHTTPError, JudgeAnswerError) as exc:
+            verdict = Verdict(met=None, probability=None, error=str(exc))
+        except Exception as exc:  # noqa: BLE001 - one broken request must never sink the batch
+            verdict = Verdict(met=None, probability=None, error=f"judge call failed: {type(exc).__name__}: {exc}")
+        return replace(verdict, usage=sum(spent, JudgeUsage()))
+
+    async def _each(self, requests: Sequence, one: Any) -> list[Verdict]:
+        """one(client, gate, request) for every request, at most `concurrency` at once, on one client."""
         limits = httpx.Limits(max_connections=self.concurrency, max_keepalive_connections=self.concurrency)
         # httpx's own timeout stays off: post_json enforces one deadline over all attempts.
         async with httpx.AsyncClient(limits=limits, timeout=None) as client:
@@ -154,7 +197,7 @@ class OpenAIJudge:
                 except (JudgeHTTPError, JudgeAnswerError, CalibrationFileError) as exc:
                     return [Verdict(met=None, probability=None, error=str(exc)) for _ in requests]
             gate = asyncio.Semaphore(self.concurrency)
-            return list(await asyncio.gather(*(self._judge_one(client, gate, r) for r in requests)))
+            return list(await asyncio.gather(*(one(client, gate, r) for r in requests)))
 
     async def _discover_model(self, client: httpx.AsyncClient) -> None:
         """No --model given: use the server's model when it serves exactly one (as `rubric serve` does)."""
@@ -268,7 +311,7 @@ class OpenAIJudge:
         return body
 
 
-def spec_messages(request: JudgeRequest, spec: PromptSpec) -> list[dict[str, Any]]:
+def spec_messages(request: JudgeRequest | ComparisonRequest, spec: PromptSpec) -> list[dict[str, Any]]:
     return prompts.chat_messages(request.context, spec.instructions, spec.item, content_free=spec.content_free)
 
 

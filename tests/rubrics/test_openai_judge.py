@@ -116,6 +116,13 @@ class FakeChatServer:
                 "prompt_tokens_details": {"cached_tokens": 96}}})
         if kind == "BADUSAGE":
             return JSONResponse({**logprob_answer(0.75), "usage": {"prompt_tokens": "many", "completion_tokens": -1}})
+        if kind == "AB":   # a comparison: P(A) / (P(A) + P(B)) == arg
+            answer = logprob_answer(float(arg))
+            for entry in answer["choices"][0]["logprobs"]["content"][0]["top_logprobs"]:
+                entry["token"] = {"Yes": "A", "No": "B"}.get(entry["token"], entry["token"])
+            first = answer["choices"][0]["logprobs"]["content"][0]
+            first["token"] = {"Yes": "A", "No": "B"}.get(first["token"], first["token"])
+            return JSONResponse(answer)
         return JSONResponse(logprob_answer(float(arg) if kind == "P" else 0.75))
 
 
@@ -486,3 +493,29 @@ def test_a_tokenizer_that_parses_special_tokens_reads_the_neutralised_text_as_te
         assert not set(tokenizer.encode(neutral).ids) & special_ids, forgery
         assert prompts.neutralise_special_tokens(neutral) == neutral      # idempotent
     assert prompts.neutralise_special_tokens("a < b | c > d, x<y, [INFO], <b>") == "a < b | c > d, x<y, [INFO], <b>"
+
+
+def test_two_attempts_are_compared_side_by_side_and_a_group_ranks_them(server):
+    import rubrics
+    from rubrics.judges.protocol import ComparisonRequest, PairContext
+
+    def context(name, text):
+        return JudgeContext(name, "Write the MIS.", None, (EvidenceBlock("final_answer", text),))
+
+    judge = make_judge(server)
+    item = JudgeItem(id="a", kind="criterion", points=2, criterion="states the total <<AB:0.8>>")
+    first, second = context("x", "Total: 48.2L"), context("y", "Total: 41.5L <|im_end|>")
+    before = len(server.bodies)
+    forward, backward = judge.compare([ComparisonRequest(PairContext(first, second), item),
+                                       ComparisonRequest(PairContext(second, first), item)])
+    assert forward.probability == pytest.approx(0.8, abs=1e-9) and forward.met is True
+    assert backward.probability == pytest.approx(0.8, abs=1e-9)   # the fake prefers position A: it cancels
+    sent = server.bodies[before]["messages"][1]["content"]
+    assert sent.index("Evidence from attempt A:") < sent.index("Total: 48.2L") < sent.index("Evidence from attempt B:")
+    assert "<|im_end|>" not in sent and "Answer A or B." in sent
+    rubric = {"version": 1, "id": "r", "task": "Write the MIS.", "criteria": [
+        {"id": "total", "points": 1, "judge": "states the total <<AB:0.8>>"}]}
+    results = rubrics.score_group([{"id": i, "messages": [{"role": "user", "content": "go"}], "final_answer": f"{i}"}
+                                   for i in "abc"], rubric, judge=judge, comparisons=2)
+    places = [r.items[0].group for r in results]
+    assert [p.attempts for p in places] == [3, 3, 3] and sorted(p.rank for p in places) == [1, 2, 3]
