@@ -70,15 +70,27 @@ def judge_item_result(step: JudgeStep, verdict: Verdict, facts: FactsOutcome | N
     if verdict.error is not None or verdict.met is None:
         return ItemResult(**base, status="error", evidence=verdict.rationale or "",
                           error=verdict.error or "the judge returned no verdict", members=list(verdict.members) or None)
-    evidence = verdict.rationale or (f"judge probability {verdict.probability:.3f} (threshold {step.threshold})"
-                                     if verdict.probability is not None else "judge verdict")
-    if facts is not None:
-        evidence = f"{facts.describe()}; {evidence}"
-    if place is not None:
-        evidence = f"{evidence}; {place.describe()}"
+    evidence = judge_statement(step, verdict)
+    said = [facts.describe() if facts is not None else None, verdict.rationale,
+            place.describe() if place is not None else None]
+    evidence = "; ".join([evidence, *(part for part in said if part)])
     return ItemResult(**base, status="met" if verdict.met else "unmet", evidence=evidence,
                       uncertain=in_band(verdict.probability, step.uncertain), members=list(verdict.members) or None,
-                      group=place)
+                      judge_detail=verdict.detail, group=place)
+
+
+JUDGE_STATEMENT = "the judge read "
+
+
+def judge_statement(step: JudgeStep, verdict: Verdict) -> str:
+    """What the judge saw and decided, in words: "the judge read final_answer, emails and said met (probability
+    0.71, threshold 0.5)"; its rationale, facts and group place follow in the evidence."""
+    said = "met" if verdict.met else "unmet"
+    if verdict.probability is None:
+        return f"{JUDGE_STATEMENT}{', '.join(step.evidence)} and said {said}"
+    close = ", close to a coin (uncertain)" if in_band(verdict.probability, step.uncertain) else ""
+    return (f"{JUDGE_STATEMENT}{', '.join(step.evidence)} and said {said} (probability {verdict.probability:.2f}, "
+            f"threshold {step.threshold:g}{close})")
 
 
 def step_verdict(step: JudgeStep, judged: dict[str, Verdict]) -> Verdict:

@@ -112,10 +112,11 @@ class MemberVerdict(BaseModel):
 class Verdict:
     met: bool | None            # None when error
     probability: float | None
-    rationale: str | None = None
+    rationale: str | None = None   # what the judge said (reasoned mode), or how a combined verdict was made
     error: str | None = None
     usage: JudgeUsage | None = None     # the model work done for this verdict; None when the judge does not say
     members: tuple[MemberVerdict, ...] = ()   # a panel's verdict: each member's own
+    detail: str | None = None   # the numbers the method's verdict rests on (a head's logit, a likelihood's nats)
 
 
 @runtime_checkable

@@ -282,7 +282,8 @@ def _warn(message: str) -> None:
 
 def _encode(verdict: Verdict) -> str:
     return json.dumps({"met": verdict.met, "probability": verdict.probability, "rationale": verdict.rationale,
-                       "members": [m.model_dump(mode="json") for m in verdict.members]}, allow_nan=False)
+                       "members": [m.model_dump(mode="json") for m in verdict.members], "detail": verdict.detail},
+                      allow_nan=False)
 
 
 def _decode(text: str) -> Verdict | None:
@@ -293,9 +294,9 @@ def _decode(text: str) -> Verdict | None:
         if not isinstance(met, bool) or not (probability is None or isinstance(probability, float | int)):
             return None
         members = tuple(MemberVerdict.model_validate(m) for m in data.get("members") or ())
-        rationale = data.get("rationale")
+        rationale, detail = data.get("rationale"), data.get("detail")
         return Verdict(met=met, probability=probability, rationale=rationale if isinstance(rationale, str) else None,
-                       members=members)
+                       members=members, detail=detail if isinstance(detail, str) else None)
     except (ValueError, KeyError, TypeError):
         return None
 

@@ -3,7 +3,8 @@
 Evidence is prose written by the checks ("email #1 to cfo@acme.test ... attachment '*MIS*'", "found 48.2L after
 'total travel spend'") or by the judge (its rationale). It names emails by number and quotes what it found, so a
 part is marked for an item when the evidence cites its email number or quotes a fragment the part contains. A
-judge's bare "judge probability 0.73 (threshold 0.5)" quotes nothing and marks nothing.
+judge's statement ("the judge read final_answer and said met (probability 0.73, threshold 0.5)") quotes nothing
+and marks nothing; what follows it (the facts found, the rationale) is searched.
 """
 from __future__ import annotations
 
@@ -19,13 +20,13 @@ _FIGURE = re.compile(r"\d+(?:[.,]\d+)+[A-Za-z%]*|\d+[A-Za-z%]+")
 # Glob characters of a check's pattern ('*MIS*') say nothing about where the text is.
 _GLOB = re.compile(r"[*?\[\]]")
 MAX_NEEDLES = 24
-JUDGE_STATEMENT = "judge probability "   # what a judge item's evidence says when the judge gave no rationale
+JUDGE_STATEMENT = "the judge read "   # how a judge item's evidence opens (rubrics/grading/scoring.py)
 
 
 def needles(evidence: str) -> list[str]:
     """The fragments of the evidence worth looking for in the trajectory."""
-    if evidence.startswith(JUDGE_STATEMENT):
-        return []   # its figures are the probability and the threshold, not text of the trajectory
+    if evidence.startswith(JUDGE_STATEMENT):   # its figures are the probability and threshold, not the trajectory's
+        evidence = evidence.partition("; ")[2]
     found = []
     for match in _QUOTED.finditer(evidence):
         quoted = match.group(1) or match.group(2) or ""

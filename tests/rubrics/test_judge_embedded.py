@@ -34,7 +34,8 @@ def statuses(result):
 
 
 def probabilities(result):
-    return [item.probability for item in result.items if item.method == "judge"]
+    """The probabilities of the judge items the judge was asked (a missing fact decides an item without it)."""
+    return [item.probability for item in result.items if item.method == "judge" and item.probability is not None]
 
 
 @pytest.mark.parametrize("method", ["choice", "likelihood"])
@@ -97,7 +98,7 @@ def test_long_evidence_is_cut_and_an_impossible_item_errors_alone(tmp_path_facto
     ok, cut, impossible = small.judge([request(), request(trajectory_id="u", evidence=long),
                                        request(id="z", criterion="too long " * 2000)])
     assert ok.error is None and cut.error is None and small.last_cut_tokens > 0
-    assert ok.rationale.startswith("likelihood p=") and "the evidence moves the item's statement by" in ok.rationale
+    assert ok.detail.startswith("likelihood p=") and "the evidence moves the item's statement by" in ok.detail
     assert impossible.met is None and "cannot fit the model's context of 1024 tokens" in impossible.error
 
 

@@ -30,8 +30,8 @@ def test_the_verdict_maps_pmi_through_the_calibration_and_the_items_threshold():
     fitted = Calibration(0.6358, 0.0197)
     shipped = LikelihoodMethod(fitted).verdict(ITEM, scored(-10.0, -16.0, 4))
     assert shipped.probability == pytest.approx(sigmoid(fitted.scale * 1.5 + fitted.offset))
-    assert shipped.met is True and shipped.rationale.startswith("likelihood p=")
-    assert "+1.500 nats/token" in shipped.rationale
+    assert shipped.met is True and shipped.detail.startswith("likelihood p=") and shipped.rationale is None
+    assert "+1.500 nats/token" in shipped.detail
     # the identity gives sigmoid(pmi)
     assert LikelihoodMethod(IDENTITY).verdict(ITEM, scored(-10.0, -16.0, 4)).probability == \
         pytest.approx(sigmoid(1.5))
@@ -81,7 +81,7 @@ def test_statement_scores_the_likelihood_methods_own_prompt_without_the_baseline
     assert method.raw_score(ITEM, [ScoredPrompt((-2.0,), (0,))]) == pytest.approx(-2.0)   # never divides by zero
     verdict = StatementMethod().verdict(ITEM, [ScoredPrompt((-12.0,), (4,))])
     assert verdict.probability == pytest.approx(StatementMethod.default_calibration.probability(-3.0))
-    assert "nats/token" in verdict.rationale
+    assert "nats/token" in verdict.detail
 
 
 def test_the_content_free_baseline_shifts_every_trajectory_of_an_item_alike():

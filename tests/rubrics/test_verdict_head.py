@@ -138,7 +138,8 @@ def test_judge_train_on_the_tiny_model_then_grade_with_the_head(tmp_path):
     assert graded.returncode == 0, graded.stderr
     items = [i for i in json.loads(graded.stdout)[0]["items"] if i["method"] == "judge"]
     assert items and all(i["probability"] is not None for i in items)
-    assert all(i["evidence"].startswith("head logit") for i in items), items[0]["evidence"]
+    assert all(i["judge_detail"].startswith("head logit") for i in items), items[0]
+    assert all(i["evidence"].startswith("the judge read ") for i in items), items[0]["evidence"]
 
     other = tiny_judge_model(str(tmp_path / "other"), max_positions=2048)   # other weights
     refused = rubric_cli("grade", str(refunds / "rubric.yaml"), str(trajectory), "--model", str(other),

@@ -95,11 +95,12 @@ class JudgeMethod:
         raise NotImplementedError
 
     def explain(self, item: JudgeItem, raw: float, probability: float, scored: list[ScoredPrompt]) -> str | None:
-        """What the verdict rests on, shown by `rubric grade --verbose`."""
-        return next((s.rationale for s in scored if s.rationale), None)
+        """The numbers the verdict rests on, beyond its probability (the result's judge_detail); None: nothing more."""
+        return None
 
     def verdict(self, item: JudgeItem, scored: list[ScoredPrompt]) -> Verdict:
         raw = self.raw_score(item, scored)
         probability = self.calibration.probability(raw)
         return Verdict(met=probability >= item.threshold, probability=probability,
-                       rationale=self.explain(item, raw, probability, scored))
+                       rationale=next((s.rationale for s in scored if s.rationale), None),
+                       detail=self.explain(item, raw, probability, scored))
