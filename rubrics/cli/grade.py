@@ -103,7 +103,7 @@ def register(subparsers) -> None:
                              "(a trajectory without a task_id is graded alone)")
     parser.add_argument("--comparisons", type=int, metavar="K",
                         help="with --group-by: other attempts each attempt is compared with on an item, both "
-                             "orders (default 4; more costs more judging)")
+                             "orders (default 2; more costs more judging)")
     parser.add_argument("--reward-json", metavar="PATH",
                         help="also write PATH as {\"reward\": R} (Harbor/Terminal-Bench reward.json) for the one "
                              "trajectory graded; R is null when the result is incomplete or it did not load")

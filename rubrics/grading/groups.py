@@ -38,7 +38,7 @@ from rubrics.rubric.compiler import JudgeStep, Plan, item_id_of
 
 # Other attempts each attempt is compared with on an item (both orders each): see docs/judge-quality.md for what
 # more or fewer buy.
-DEFAULT_COMPARISONS = 4
+DEFAULT_COMPARISONS = 2
 MAX_COMPARISONS = 64
 
 

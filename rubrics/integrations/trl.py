@@ -91,7 +91,7 @@ def rubric_reward(rubric: Any = None, *, rubric_column: str = "rubric", judge: J
 
     group: grade the completions of one prompt together (rubrics.score_group): GRPO samples several completions per
         prompt and learns from their ranking, and the judge compares them side by side on each judge item (each with
-        `comparisons` others, default 4, in both orders) besides judging each alone. Completions are grouped by
+        `comparisons` others, default 2, in both orders) besides judging each alone. Completions are grouped by
         their prompt and rubric; a prompt with one completion is graded alone.
 
     The returned function keeps the Results of its last call in `last_results` (same order as the completions),

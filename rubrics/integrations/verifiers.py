@@ -118,7 +118,7 @@ def record_result(trace: Any, name: str, result: Result) -> None:
 class RubricGroupReward(RubricGrading):
     """The traces of one episode (the n attempts of its task) graded together, for an Env's finalize(task, episode):
     each trace gets its reward (`trace.rewards[name]`, with this reward's weight), metrics and result, as
-    RubricReward gives a lone trace. comparisons: other attempts each attempt is compared with (default 4).
+    RubricReward gives a lone trace. comparisons: other attempts each attempt is compared with (default 2).
     An incomplete result raises (on_error "raise", failing the episode, which verifiers retries) before any
     reward is recorded, or records NaN or 0.0."""
 
