@@ -1,15 +1,17 @@
 """Does the judge agree with verdicts a person wrote down before grading, on rubrics from domains it never saw?
 
-    python benchmarks/new_user_rubrics.py [--model NAME]
+    python benchmarks/new_user_rubrics.py [--model NAME] [--group [K]]
 
 For each folder under examples/new-user/ (and examples/cfo-mis/, once it has an intended.json) this grades every
 trajectory of trajectories/ against rubric.yaml with the embedded judge (--model: a catalog name such as
 qwen2.5-coder-1.5b-instruct or smollm2-135m-instruct; default: the default judge model) and prints, per rubric:
-- how many judge verdicts are as intended.json says (an item the judge could not evaluate counts as not);
+- how many judge verdicts are as intended.json says (an item the judge could not evaluate counts as not), and how
+  many lie in their uncertain band (a verdict close to a coin);
 - each trajectory's score, beside the score the intended verdicts would give;
 - whether the ideal trajectory scores strictly above every flawed one: a trajectory that, by the intended
   verdicts (code checks: by their actual status), misses a positive criterion or a gate, or has a penalty.
-Then a total line. The intended verdicts are in each folder's intended.json (see examples/new-user/README.md).
+--group: each folder's trajectories graded as one group of attempts (rubrics.score_group, each attempt compared
+side by side with K others, default the library's). Then a total line. The intended verdicts are in each folder's intended.json (see examples/new-user/README.md).
 """
 from __future__ import annotations
 
@@ -38,14 +40,16 @@ def intended_score(items: list[tuple[str, int | None, bool]]) -> float:
     return max(0, earned) / total if total else 0.0
 
 
-def grade_folder(folder: Path, judge) -> dict:
-    """Grade one folder's trajectories with judge; compare with its intended.json."""
+def grade_folder(folder: Path, judge, comparisons: int | None = None) -> dict:
+    """Grade one folder's trajectories with judge (comparisons: as one group); compare with its intended.json."""
     import rubrics
 
     intended = json.loads((folder / "intended.json").read_text())
     paths = sorted((folder / "trajectories").glob("*.json"))
-    results = rubrics.score_many(paths, str(folder / "rubric.yaml"), judge=judge)
-    rows, agreed, asked, errors = [], 0, 0, 0
+    rubric = str(folder / "rubric.yaml")
+    results = rubrics.score_many(paths, rubric, judge=judge) if comparisons is None else \
+        rubrics.score_group(paths, rubric, judge=judge, comparisons=comparisons)
+    rows, agreed, asked, errors, uncertain = [], 0, 0, 0, 0
     for path, result in zip(paths, results):
         want = intended["verdicts"][path.name]
         ok, statuses = 0, []
@@ -54,6 +58,7 @@ def grade_folder(folder: Path, judge) -> dict:
             if item.method == "judge":
                 asked += 1
                 errors += item.status == "error"
+                uncertain += item.uncertain
                 ok += item.status != "error" and met == want[item.id]
                 met = want[item.id]
             statuses.append((item.kind, item.points, met))
@@ -65,7 +70,8 @@ def grade_folder(folder: Path, judge) -> dict:
     ideal = next(r for r in rows if r["name"] == intended["ideal"])
     not_below = [r for r in rows if r is not ideal and r["flawed"] and r["score"] >= ideal["score"]]
     return {"folder": folder.name, "rubric_id": results[0].rubric_id if results else folder.name, "rows": rows,
-            "agreed": agreed, "asked": asked, "errors": errors, "ideal": ideal["name"], "not_below": not_below,
+            "agreed": agreed, "asked": asked, "errors": errors, "uncertain": uncertain, "ideal": ideal["name"],
+            "not_below": not_below,
             "ideal_on_top": not not_below}
 
 
@@ -76,7 +82,8 @@ def pct(part: int, whole: int) -> str:
 def report(summary: dict) -> str:
     s = summary
     lines = [f"== {s['folder']} ({s['rubric_id']}): judge verdicts as intended {s['agreed']}/{s['asked']} "
-             f"({pct(s['agreed'], s['asked'])}), {s['errors']} not evaluated",
+             f"({pct(s['agreed'], s['asked'])}), {s['errors']} not evaluated, {s['uncertain']} uncertain "
+             f"({pct(s['uncertain'], s['asked'])})",
              f"  {'trajectory':<40} {'score':>6} {'intended':>9} {'as intended':>12} {'flawed':>6}"]
     for r in s["rows"]:
         name = r["name"] + (" (ideal)" if r["name"] == s["ideal"] else "")
@@ -92,17 +99,24 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default=None,
                         help="a catalog name (rubric model list), .gguf file or HF folder; default: the default judge")
+    parser.add_argument("--group", nargs="?", type=int, const=0, metavar="K",
+                        help="grade each folder's trajectories as one group of attempts, each compared with K others "
+                             "(default: the library's default)")
     args = parser.parse_args(argv)
+    from rubrics.grading.groups import DEFAULT_COMPARISONS
     from rubrics.judges.embedded import EmbeddedJudge
 
     judge = EmbeddedJudge(model=args.model)
-    summaries = [grade_folder(folder, judge) for folder in folders()]
+    comparisons = None if args.group is None else args.group or DEFAULT_COMPARISONS
+    summaries = [grade_folder(folder, judge, comparisons) for folder in folders()]
     for summary in summaries:
         print(report(summary))
     agreed, asked = sum(s["agreed"] for s in summaries), sum(s["asked"] for s in summaries)
     on_top = sum(s["ideal_on_top"] for s in summaries)
-    print(f"TOTAL ({judge.model}): judge verdicts as intended {agreed}/{asked} ({pct(agreed, asked)}); "
-          f"ideal strictly on top in {on_top}/{len(summaries)} rubrics")
+    uncertain = sum(s["uncertain"] for s in summaries)
+    way = "alone" if comparisons is None else f"in groups, {comparisons} comparisons an attempt"
+    print(f"TOTAL ({judge.model}, {way}): judge verdicts as intended {agreed}/{asked} ({pct(agreed, asked)}), "
+          f"{uncertain} uncertain; ideal strictly on top in {on_top}/{len(summaries)} rubrics")
     return 0
 
 
