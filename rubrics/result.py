@@ -67,6 +67,8 @@ class ItemResult(BaseModel):
     members: list[MemberVerdict] | None = Field(None, description="Judge items graded by a panel: each member's "
                                                                   "verdict (the item's probability combines them).")
     tags: list[str] = Field(default_factory=list, description="The item's tags, as the rubric gives them.")
+    facts_missing: list[str] | None = Field(None, description="Judge items decided without the judge: the facts "
+                                                              "(judge: facts) not found in the item's evidence.")
     judge_detail: str | None = Field(None, description="Judge items: the numbers the method's verdict rests on "
                                                         "(a verdict head's logit, a likelihood's nats per token).")
     group: GroupPlace | None = Field(None, description="Judge items graded in a group of attempts: this attempt's "

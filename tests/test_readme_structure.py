@@ -49,13 +49,15 @@ GUIDE_PAGES = {
         "Top level", "Items and scoring", "Check keys", "Selectors (`in` of a check, `evidence` of a judge item)",
         "Judge options", "Custom checks"]),
     "trajectories.md": ("The trajectory format", ["Logs of agent frameworks (adapters)"]),
-    "python-api.md": ("Python API", ["Many rubrics, one batch; async"]),
+    "python-api.md": ("Python API", ["The attempts of one task together: `score_group`",
+                                     "Many rubrics, one batch; async"]),
     "cli.md": ("Command line", [
         "`rubric grade`, `rubric lint`, `rubric schema`", "The other commands", "Looking at results: `rubric view`",
         "HealthBench: `rubric import healthbench` and `--aggregate healthbench`", "pre-commit"]),
     "judges.md": ("Judges, and how far to trust them", [
         "Judge models by name", "Verdicts: probabilities, not parsed text", "Untrusted text", "Long trajectories",
-        "How good is the embedded judge?", "Expected score and range: how sure a score is",
+        "How good is the embedded judge?", "Judging a group of attempts side by side",
+        "Expected score and range: how sure a score is",
         "Measuring a judge on your labels: `rubric judge-eval`", "A learned verdict head: `rubric judge-train`",
         "Calibration files: a fitted calibration tied to its judge",
         "Judge panels: several judges, one verdict per item", "The verdict cache: re-grading does no model work",

@@ -253,9 +253,10 @@ class Named:
     kind: str
 
 
-def named_facts(text: str, limit: int = 8) -> list[Named]:
+def named_facts(text: str, limit: int = 8, *, bare_decimals: bool = True) -> list[Named]:
     """The ids, amounts, addresses and dates a text names, in order, at most `limit` (the patterns are bounded, so
-    this is linear in the text)."""
+    this is linear in the text). bare_decimals=False: an amount needs a currency, a scale, a percent sign or
+    thousands separators (in a reference, a bare 7.035 is more often an explanation than a value to report)."""
     found: dict[str, Named] = {}
     spans = []
     for match in _NAMED.finditer(text):
@@ -264,14 +265,14 @@ def named_facts(text: str, limit: int = 8) -> list[Named]:
         spans.append(match.span())
     for number in find_numbers(text):
         inside = any(start <= number.start < end for start, end in spans)
-        if not inside and _is_amount(number):
+        if not inside and _is_amount(number, bare_decimals):
             found.setdefault(number.text, Named(number.text, "amount"))
     ordered = sorted(found.values(), key=lambda named: text.find(named.text))
     return ordered[:limit]
 
 
-def _is_amount(number: ParsedNumber) -> bool:
-    """A figure worth checking: with a currency, a scale or a percent sign, or of four digits and more."""
-    written = number.text
-    return bool(number.percent or re.search(r"[₹$€£]|rs|inr|usd|eur|gbp|[kKlLmMbB]\b|lakh|crore|million|billion|bn",
-                                            written, re.I) or abs(number.value) >= 1000)
+def _is_amount(number: ParsedNumber, bare_decimals: bool = True) -> bool:
+    """A figure: written with a currency, a scale, a percent sign, thousands separators or (bare_decimals) decimals
+    (a bare integer is more often a count, a year or a label than an amount the item depends on)."""
+    marks = r"[₹$€£,]|rs|inr|usd|eur|gbp|[kKlLmMbB]\b|lakh|crore|million|billion|bn" + (r"|\." if bare_decimals else "")
+    return bool(number.percent or re.search(marks, number.text, re.I))

@@ -34,4 +34,5 @@ def missing_facts_result(step: JudgeStep, outcome: FactsOutcome) -> ItemResult:
     """Unmet without asking the judge: a fact the item depends on is not in its evidence."""
     item = step.item
     return ItemResult(id=item.id, kind=item.kind, text=item.label or None, points=item.points, method="judge",
-                      tags=list(item.tags), status="unmet", evidence=outcome.describe())
+                      tags=list(item.tags), status="unmet", evidence=outcome.describe(),
+                      facts_missing=[fact.shown for fact in outcome.missing])

@@ -45,8 +45,10 @@ class Judged:
     probability: float | None
     error: str | None
     members: tuple[MemberVerdict, ...] = ()   # a panel judge's members' verdicts
-    # unmet without asking the judge (no evidence at all): probability 0, and no raw score for a calibration fit
+    # unmet without asking the judge (no evidence at all, or a missing fact): probability 0, and no raw score for a
+    # calibration fit
     no_evidence: bool = False
+    facts_missing: bool = False   # of those, the ones a missing fact decided
 
     @property
     def item_id(self) -> str:
@@ -148,7 +150,7 @@ def judge_labels(labels: Sequence[Label], rubric: Any, judge: Any,
             skipped.append(f"{label.source}: {label.item_id!r} is not a judge item of rubric {rubric.id}")
             continue
         if item.status == "unmet" and item.probability is None:   # decided without the judge: nothing to judge
-            judged.append(Judged(label, 0.0, None, no_evidence=True))
+            judged.append(Judged(label, 0.0, None, no_evidence=True, facts_missing=bool(item.facts_missing)))
             continue
         judged.append(Judged(label, item.probability, item.error if item.status == "error" else None,
                              tuple(item.members or ())))

@@ -63,13 +63,13 @@ class CachedJudge:
         self.inner.progress = value
 
     def judge(self, requests: Sequence[JudgeRequest]) -> list[Verdict]:
-        return self._through_cache(requests, self.inner.cache_keys, self.inner.judge,
+        return self._through_cache(requests, lambda given: self.inner.cache_keys(given), self.inner.judge,
                                    [request.item.threshold for request in requests])
 
     def _compare(self, requests: Sequence[ComparisonRequest]) -> list[Verdict]:
         """The inner judge's comparisons, kept like its verdicts (a comparison's `met` is its probability >= 0.5)."""
-        keys = getattr(self.inner, "comparison_keys", lambda given: [None] * len(given))
-        return self._through_cache(requests, keys, self.inner.compare, [0.5] * len(requests))
+        return self._through_cache(requests, lambda given: self.inner.comparison_keys(given), self.inner.compare,
+                                   [0.5] * len(requests))
 
     def _through_cache(self, requests: Sequence, make_keys: Callable, call: Callable,
                        thresholds: list[float]) -> list[Verdict]:

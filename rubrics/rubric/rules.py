@@ -123,7 +123,8 @@ def facts_suggestions(data: dict) -> Iterator[Finding]:
         named = named_facts(text)
         if not named:
             words = _words(text)
-            named = [n for sentence in sentences if len(words & _words(sentence)) >= 2 for n in named_facts(sentence)]
+            named = [n for sentence in sentences if len(words & _words(sentence)) >= 2
+                     for n in named_facts(sentence, bare_decimals=False)]
         named = list({n.text: n for n in named}.values())[:8]
         if not named:
             continue

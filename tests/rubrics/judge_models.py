@@ -52,6 +52,15 @@ def cfo_trajectory_paths() -> list[Path]:
     return sorted((CFO_DIR / "trajectories").glob("*.json"))
 
 
+def cfo_items_asked(path: Path) -> int:
+    """The judge items of the example a judge is asked about on this trajectory: its five, less those a missing
+    fact decides (examples/cfo-mis/expected.json)."""
+    import json
+
+    expected = json.loads((CFO_DIR / "expected.json").read_text())["trajectories"][path.name]
+    return 5 - len(expected["facts_missing"])
+
+
 def copied_labels(folder: Path, keep) -> tuple[list[str], list[str]]:
     """Labels of support-refunds and travel-booking copied into folder (trajectory paths made absolute, the domain
     named, only the rows keep(rows) returns): the labels files and the --rubric arguments for them."""

@@ -104,7 +104,7 @@ def test_a_missing_fact_decides_the_item_unmet_without_the_judge_and_is_named():
     items, result, asked = graded("Total travel spend 48.2L. Unsigned: EXP-221 and EXP-309.")
     assert "flags-unsigned" not in asked
     item = items["flags-unsigned"]
-    assert (item.status, item.probability, item.uncertain) == ("unmet", None, False)
+    assert (item.status, item.probability, item.uncertain, item.facts_missing) == ("unmet", None, False, ["'EXP-307'"])
     assert item.evidence == "fact 'EXP-307' not found in final_answer (found: 'EXP-221' in final_answer)"
     assert result.complete and result.earned == 1
 

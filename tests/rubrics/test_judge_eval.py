@@ -94,6 +94,15 @@ def test_bad_label_lines_name_file_and_line(tmp_path):
         je.load_labels(path)
 
 
+def asked_labels(labels, rubric=None):
+    """The labels whose item the judge is asked (a missing fact decides the others without it)."""
+    from rubrics.judges import NoJudge
+
+    pairs, _ = je.judge_labels(labels, rubric or INVOICE_RUBRIC, NoJudge())
+    decided = {pair.label.source for pair in pairs if pair.facts_missing}
+    return [label for label in labels if label.source not in decided]
+
+
 def oracle_for(labels):
     """A scripted judge that knows the labels of the invoice set (and says 0.5 for unlabelled items)."""
     truth = {(label.trajectory.id, label.item_id): label.met for label in labels}
@@ -175,7 +184,7 @@ def test_fit_calibration_fits_any_methods_calibration_on_identity_judgments(monk
     c = out["calibration"][method]
     assert list(out["calibration"]) == [method] and c["scale"] > 0
     # the fit of the labels on the logit of the oracle's probabilities (0.9 when met, 0.2 otherwise)
-    pairs = [(label.met, 0.9 if label.met else 0.2) for label in labels]
+    pairs = [(label.met, 0.9 if label.met else 0.2) for label in asked_labels(labels)]
     assert (c["scale"], c["offset"]) == pytest.approx(fit_logistic([logit(p) for _, p in pairs],
                                                                    [y for y, _ in pairs]))
     assert main(["judge-eval", str(INVOICE_LABELS), "--rubric", str(INVOICE_RUBRIC), "--method", method,
@@ -195,10 +204,11 @@ def test_judge_eval_of_a_panel_reports_member_agreement_and_each_member(tmp_path
                  "--panel-combine", "majority", "--format", "json"]) == 0
     out = json.loads(capsys.readouterr().out)
     panel = out["panel"]
+    asked = len(asked_labels(je.load_labels(INVOICE_LABELS)))   # 50 labels, 4 decided by a missing fact
     assert panel["agreement"]["members"] == ["embedded:choice", "embedded:likelihood"]
-    assert panel["agreement"]["items"] == 50 and -1.0 <= panel["agreement"]["kappa"] <= 1.0
+    assert panel["agreement"]["items"] == asked == 46 and -1.0 <= panel["agreement"]["kappa"] <= 1.0
     assert set(panel["members"]) == {"embedded:choice", "embedded:likelihood"}
-    assert all(member["n"] == 50 for member in panel["members"].values())
+    assert all(member["n"] == asked for member in panel["members"].values())
     assert out["judge"] == "panel[majority](embedded:choice, embedded:likelihood)"
     assert main(["judge-eval", str(INVOICE_LABELS), "--rubric", str(INVOICE_RUBRIC), "--model", str(model),
                  "--panel-member", "embedded:choice", "--panel-member", "embedded:likelihood"]) == 0

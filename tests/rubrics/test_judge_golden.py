@@ -65,9 +65,16 @@ class RecordingLLM:
 
 
 def _rubric_for(path: Path, mode: str | None, max_tokens: int = 12):
+    """The example's rubric without its facts (a missing fact decides an item before any prompt is built, so the
+    record pins the prompt of every judge item, as it did before facts existed), in the mode asked."""
     from rubrics.rubric.load import load_rubric
+    from rubrics.rubric.spec import JudgeOptions
 
     rubric = load_rubric(path)
+    rubric = rubric.model_copy(update={section: tuple(
+        item.model_copy(update={"config": item.config.model_copy(update={"facts": None})})
+        if isinstance(item.config, JudgeOptions) else item for item in getattr(rubric, section))
+        for section in ("gates", "criteria")})
     if mode is None:
         return rubric
     judge = (rubric.judge.model_copy(update={"mode": mode, "max_tokens": max_tokens}) if rubric.judge

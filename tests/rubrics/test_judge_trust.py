@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import rubrics
-from judge_models import CFO_RUBRIC, cfo_trajectory_paths, tiny_judge_model
+from judge_models import CFO_RUBRIC, cfo_items_asked, cfo_trajectory_paths, tiny_judge_model
 from rubrics.judges.cached import CachedJudge
 from rubrics.judges.embedded import EmbeddedJudge
 from rubrics.judges.methods import Calibration
@@ -52,7 +52,9 @@ def usage_of(results):
 
 
 def judge_probabilities(results):
-    return [(r.trajectory_id, i.id, i.probability) for r in results for i in r.items if i.method == "judge"]
+    """Of the judge items the judge was asked (a missing fact decides some without it)."""
+    return [(r.trajectory_id, i.id, i.probability) for r in results for i in r.items
+            if i.method == "judge" and i.probability is not None]
 
 
 def test_judge_usage_adds_up_to_the_engines_counters(model_dir):
@@ -93,7 +95,7 @@ def test_a_panel_of_embedded_methods_is_one_engine_batch_and_computes_less_than_
         apart[method] = llm.stats()["computed_prompt_tokens"]
         # each member's verdict in the panel is the one it gives alone
         member = 0 if method == "statement" else 1
-        assert [i.members[member].probability for r in together for i in r.items if i.method == "judge"] == \
+        assert [i.members[member].probability for r in together for i in r.items if i.members] == \
             pytest.approx([p for _, _, p in judge_probabilities(alone)], abs=1e-5)
     # likelihood's main prompts are statement's prompts: the panel adds only its content-free baselines
     assert panel_computed < apart["statement"] + apart["likelihood"]
@@ -113,8 +115,10 @@ def test_re_grading_from_the_cache_does_no_model_work_and_gives_the_same_results
     assert after["prompt_tokens"] == before["prompt_tokens"]   # no prompt reached the engine at all
     assert [r.to_dict() | {"judge_usage": None} for r in second] == [r.to_dict() | {"judge_usage": None}
                                                                       for r in first]
-    assert usage_of(second).cached_verdicts == 40 and usage_of(second).prompt_tokens == 0
-    assert len(cache) == 40
+    asked = sum(map(cfo_items_asked, paths))
+    assert asked == 33   # 40 judge items, 7 decided by a missing fact
+    assert usage_of(second).cached_verdicts == asked and usage_of(second).prompt_tokens == 0
+    assert len(cache) == asked
 
 
 def test_one_character_of_evidence_misses_only_that_trajectorys_items(model_dir, tmp_path):
@@ -125,7 +129,8 @@ def test_one_character_of_evidence_misses_only_that_trajectorys_items(model_dir,
     edited = load_trajectory({**trajectories[0].model_dump(), "final_answer": trajectories[0].final_answer + "."})
     results = rubrics.score_many([edited] + trajectories[1:], CFO_RUBRIC, judge=judge)
     assert results[0].judge_usage.cached_verdicts == 0 and results[0].judge_usage.computed_tokens > 0
-    assert all(r.judge_usage.cached_verdicts == 5 and r.judge_usage.prompt_tokens == 0 for r in results[1:])
+    assert all(r.judge_usage.cached_verdicts == cfo_items_asked(path) and r.judge_usage.prompt_tokens == 0
+               for r, path in zip(results[1:], cfo_trajectory_paths()[1:]))
 
 
 def test_another_calibration_or_another_model_misses(model_dir, tmp_path):
