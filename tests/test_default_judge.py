@@ -45,7 +45,9 @@ def test_the_default_model_judges_every_item_of_the_quickstart_example(graded):
         assert result["complete"], result["errors"]
         assert result["judge"] == f"embedded:{find_model(name).model}"
         judged = [item for item in result["items"] if item["method"] == "judge"]
-        assert judged and all(item["probability"] is not None for item in judged)
+        asked = [item for item in judged if not item["facts_missing"]]   # a missing fact decides without the judge
+        assert asked and all(item["probability"] is not None for item in asked)
+        assert all(item["status"] == "unmet" for item in judged if item["facts_missing"])
 
 
 def test_the_deterministic_items_are_what_the_example_says(graded):
@@ -62,10 +64,12 @@ def test_the_deterministic_items_are_what_the_example_says(graded):
         assert result["gates_passed"] == outcome["gates_passed"]
         items = {item["id"]: item["status"] for item in result["items"]}
         assert {key: items[key] for key in outcome["items"]} == outcome["items"]
+        assert {item["id"] for item in result["items"] if item["facts_missing"]} == set(outcome["facts_missing"])
 
 
 def test_the_default_model_judges_with_its_own_calibration(graded):
     _, results, stderr = graded
     assert "UncalibratedJudgeWarning" not in stderr   # the default model's shipped calibration was found
     assert len({round(item["probability"], 6) for result in results for item in result["items"]
-                if item["method"] == "judge"}) > 20   # verdicts that follow the work, not one value per item
+                if item["method"] == "judge" and item["probability"] is not None}) > 20   # verdicts that follow
+    # the work, not one value per item
