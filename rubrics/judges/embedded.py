@@ -143,6 +143,25 @@ class EmbeddedJudge:
         return self.llm.stats()
 
     def build_prompts(self, requests: Sequence[JudgeRequest]) -> list[PlannedRequest]:
+        try:
+            return self._build_prompts(requests)
+        except ImportError:
+            raise
+        except Exception:  # noqa: BLE001 - one request broke the batch: each on its own, so only it errs
+            if len(requests) == 1:
+                raise
+            self.builder   # no engine or tokenizer is every request's failure: raised here, as before
+            return [self._build_alone(request) for request in requests]
+
+    def _build_alone(self, request: JudgeRequest) -> PlannedRequest:
+        try:
+            return self._build_prompts([request])[0]
+        except Exception as exc:  # noqa: BLE001 - reported on this request's items only
+            planned = self._plan(request)
+            planned.error = f"the judge could not build this prompt: {type(exc).__name__}: {exc}"
+            return planned
+
+    def _build_prompts(self, requests: Sequence[JudgeRequest]) -> list[PlannedRequest]:
         planned = [self._plan(request) for request in requests]
         wanted = [PromptRequest(p.request.context, spec) for p in planned for spec in p.specs]
         with self._lock:

@@ -155,3 +155,32 @@ def test_the_embedded_model_grades_the_example_with_a_shared_prefix():
     assert all(r.complete and r.judge == "embedded:SmolLM2-135M-Instruct" for r in results)
     stats = judge.stats()
     assert stats["computed_prompt_tokens"] / stats["prompt_tokens"] < 0.3
+
+
+def test_a_lone_surrogate_in_one_trajectory_costs_no_other_its_verdict(judge):
+    surrogate = {"id": "odd", "messages": [{"role": "user", "content": "go"}, {"role": "assistant", "content": "",
+                 "tool_calls": [{"id": "c1", "name": "send_email", "arguments": {"to": "\ud800"}}]}],
+                 "final_answer": "Done \udfff."}
+    clean = json.loads(cfo_trajectory_paths()[0].read_text())
+    together = rubrics.score_many([clean, surrogate], CFO_RUBRIC, judge=judge)
+    alone = rubrics.score(clean, CFO_RUBRIC, judge=judge)
+    assert all(r.complete for r in together)
+    assert probabilities(together[0]) == pytest.approx(probabilities(alone), abs=1e-5)
+
+
+def test_a_request_that_breaks_prompt_building_errs_alone(judge, monkeypatch):
+    from rubrics.judges.prompt.ids import PromptBuilder
+
+    build = PromptBuilder.build
+
+    def fragile(self, wanted):
+        if any(w.context.trajectory_id == "boom" for w in wanted):
+            raise TypeError("a tokenizer that cannot take this text")
+        return build(self, wanted)
+
+    monkeypatch.setattr(PromptBuilder, "build", fragile)
+    paths = cfo_trajectory_paths()[:2]
+    boom = {**json.loads(paths[1].read_text()), "id": "boom"}
+    results = rubrics.score_many([paths[0], boom], CFO_RUBRIC, judge=judge)
+    assert results[0].complete and not results[1].complete
+    assert all("could not build this prompt: TypeError" in e for e in results[1].errors)

@@ -42,10 +42,14 @@ class Piece:
 
 
 def untrusted(text: str, *, cuttable: bool = False) -> Piece:
-    """Text from a rubric or a trajectory, its special-token strings neutralised (neutralise_special_tokens): the
-    OpenAI-compatible judge's messages and the embedded judge's token ids are built from the same pieces, so both
-    judges send the same prompt."""
-    return Piece(neutralise_special_tokens(text), trusted=False, cuttable=cuttable)
+    """Text from a rubric or a trajectory, its special-token strings neutralised (neutralise_special_tokens) and its
+    lone surrogates (half a UTF-16 pair, which no tokenizer and no UTF-8 request body can carry) replaced by U+FFFD:
+    the OpenAI-compatible judge's messages and the embedded judge's token ids are built from the same pieces, so
+    both judges send the same prompt."""
+    return Piece(neutralise_special_tokens(LONE_SURROGATE.sub("\ufffd", text)), trusted=False, cuttable=cuttable)
+
+
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def fence_for(text: str) -> str:
