@@ -209,7 +209,7 @@ class EmbeddedJudge:
                 for prompt in built if not isinstance(prompt, PromptError)]
         if self.progress is not None:
             self.progress(0, len(jobs), self.llm.stats())
-        scores = iter(score_jobs(self.llm, jobs, [1] * len(jobs), self.progress))
+        scores = iter(score_in_prefix_order(self.llm, jobs, self.progress))
         verdicts = []
         for prompt in built:
             scored = None if isinstance(prompt, PromptError) else next(scores)
@@ -424,6 +424,19 @@ def answer_position_states(scored: Any) -> Any:
     """[layers, hidden size] at the prompt's last token (the only position the judge asks), None when none asked."""
     states = getattr(scored, "hidden_states", None)
     return None if states is None else states[0]
+
+
+def score_in_prefix_order(llm: Any, jobs: list[ScoreJob], progress: Any = None) -> list[Any]:
+    """score_jobs with the jobs sent in the order of their token ids, so that prompts sharing a prefix run one after
+    the other while its blocks are still in the KV cache (the comparisons of a group come item by item, and the
+    same pair's other items, or the same first attempt's other pairs, would otherwise arrive after a small CPU cache
+    had evicted them); the results come back in the jobs' order."""
+    order = sorted(range(len(jobs)), key=lambda index: jobs[index].prompt)
+    scored = score_jobs(llm, [jobs[index] for index in order], [1] * len(jobs), progress)
+    results: list[Any] = [None] * len(jobs)
+    for index, result in zip(order, scored):
+        results[index] = result
+    return results
 
 
 def score_jobs(llm: Any, jobs: list[ScoreJob], weights: list[int], progress: Any = None) -> list[Any]:
