@@ -209,16 +209,27 @@ class FactsOutcome:
         return not self.missing
 
     def describe(self) -> str:
-        """"facts found: 'EXP-221' in final_answer, ..." or "fact 'EXP-307' not found in final_answer, emails"."""
-        present = [f"{f.fact.shown} in {f.block}" + (f" as {quote(f.as_written, 40)}" if f.as_written and
-                                                     f.as_written.casefold() != _plain(f.fact) else "")
-                   for f in self.found if f.block is not None]
+        """"facts 'EXP-221', 48.2L ± 0.5% (as '48,20,000 (= 4,820,000)') found in final_answer" or "fact 'EXP-307'
+        not found in final_answer, emails (found: 'EXP-221' in final_answer)"."""
         if self.complete:
-            return "facts found: " + "; ".join(present)
+            noun = "fact" if len(self.found) == 1 else "facts"
+            return f"{noun} {self._present('found in')}"
         missing = ", ".join(fact.shown for fact in self.missing)
         noun = "fact" if len(self.missing) == 1 else "facts"
-        also = f" (found: {'; '.join(present)})" if present else ""
+        present = self._present("in")
+        also = f" (found: {present})" if present else ""
         return f"{noun} {missing} not found in {', '.join(self.searched)}{also}"
+
+    def _present(self, where: str) -> str:
+        """The facts found, grouped by the block they were found in ("'A', 'B' {where} final_answer"), each as
+        written where that differs."""
+        by_block: dict[str, list[str]] = {}
+        for f in self.found:
+            if f.block is not None:
+                written = f" (as {quote(f.as_written, 40)})" if f.as_written and \
+                    f.as_written.casefold() != _plain(f.fact) else ""
+                by_block.setdefault(f.block, []).append(f.fact.shown + written)
+        return "; ".join(f"{', '.join(shown)} {where} {block}" for block, shown in by_block.items())
 
 
 def _plain(fact: Fact) -> str | None:

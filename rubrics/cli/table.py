@@ -38,7 +38,7 @@ def align(rows: list[list[str]]) -> list[str]:
     return ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
 
 
-def _one_line(text: str, limit: int = 80) -> str:
+def _one_line(text: str, limit: int = 110) -> str:
     text = printable(" ".join(text.split()))
     return text if len(text) <= limit else text[: limit - 1] + "…"
 

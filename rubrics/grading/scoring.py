@@ -83,14 +83,13 @@ JUDGE_STATEMENT = "the judge read "
 
 
 def judge_statement(step: JudgeStep, verdict: Verdict) -> str:
-    """What the judge saw and decided, in words: "the judge read final_answer, emails and said met (probability
-    0.71, threshold 0.5)"; its rationale, facts and group place follow in the evidence."""
-    said = "met" if verdict.met else "unmet"
+    """What the judge saw and decided, in words: "the judge read final_answer, emails: met at 0.71 (threshold
+    0.5)"; its facts, rationale and group place follow in the evidence."""
+    said = f"{JUDGE_STATEMENT}{', '.join(step.evidence)}: {'met' if verdict.met else 'unmet'}"
     if verdict.probability is None:
-        return f"{JUDGE_STATEMENT}{', '.join(step.evidence)} and said {said}"
-    close = ", close to a coin (uncertain)" if in_band(verdict.probability, step.uncertain) else ""
-    return (f"{JUDGE_STATEMENT}{', '.join(step.evidence)} and said {said} (probability {verdict.probability:.2f}, "
-            f"threshold {step.threshold:g}{close})")
+        return said
+    close = ", close to a coin" if in_band(verdict.probability, step.uncertain) else ""
+    return f"{said} at {verdict.probability:.2f} (threshold {step.threshold:g}{close})"
 
 
 def step_verdict(step: JudgeStep, judged: dict[str, Verdict]) -> Verdict:

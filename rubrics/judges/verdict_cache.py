@@ -286,6 +286,10 @@ def _encode(verdict: Verdict) -> str:
                       allow_nan=False)
 
 
+# How the head, likelihood and statement methods' numbers began when they were stored as the rationale.
+_FORMER_DETAILS = ("head logit ", "likelihood p=", "statement p=")
+
+
 def _decode(text: str) -> Verdict | None:
     """The stored verdict, or None for an entry that does not read as one (treated as a miss)."""
     try:
@@ -295,6 +299,8 @@ def _decode(text: str) -> Verdict | None:
             return None
         members = tuple(MemberVerdict.model_validate(m) for m in data.get("members") or ())
         rationale, detail = data.get("rationale"), data.get("detail")
+        if "detail" not in data and isinstance(rationale, str) and rationale.startswith(_FORMER_DETAILS):
+            rationale, detail = None, rationale   # stored before a method's numbers had a field of their own
         return Verdict(met=met, probability=probability, rationale=rationale if isinstance(rationale, str) else None,
                        members=members, detail=detail if isinstance(detail, str) else None)
     except (ValueError, KeyError, TypeError):

@@ -3,7 +3,7 @@
 Evidence is prose written by the checks ("email #1 to cfo@acme.test ... attachment '*MIS*'", "found 48.2L after
 'total travel spend'") or by the judge (its rationale). It names emails by number and quotes what it found, so a
 part is marked for an item when the evidence cites its email number or quotes a fragment the part contains. A
-judge's statement ("the judge read final_answer and said met (probability 0.73, threshold 0.5)") quotes nothing
+judge's statement ("the judge read final_answer: met at 0.73 (threshold 0.5)") quotes nothing
 and marks nothing; what follows it (the facts found, the rationale) is searched.
 """
 from __future__ import annotations

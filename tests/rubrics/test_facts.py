@@ -93,10 +93,9 @@ def test_every_fact_found_the_judge_decides_and_the_evidence_says_where():
     items, result, asked = graded("Total travel spend 48,20,000. Unsigned: EXP-221 and exp-307. Thanks!")
     assert asked == ["total", "flags-unsigned", "polite"]   # partner-price: no fact found, not asked
     assert items["flags-unsigned"].status == "met" and items["total"].status == "met"
-    assert items["flags-unsigned"].evidence == ("the judge read final_answer and said met (probability 0.90, "
-                                                "threshold 0.5); facts found: 'EXP-221' in final_answer; 'EXP-307' "
-                                                "in final_answer")
-    assert "48.2L ± 0.5% in final_answer as '48,20,000 (= 4,820,000)'" in items["total"].evidence
+    assert items["flags-unsigned"].evidence == ("the judge read final_answer: met at 0.90 (threshold 0.5); facts "
+                                                "'EXP-221', 'EXP-307' found in final_answer")
+    assert "fact 48.2L ± 0.5% (as '48,20,000 (= 4,820,000)') found in final_answer" in items["total"].evidence
     assert result.score == 1.0
 
 
@@ -173,6 +172,6 @@ def test_the_embedded_judge_is_not_asked_about_an_item_whose_fact_is_missing(tmp
     assert [i.status for i in missing.items if i.id == "flags-unsigned"] == ["unmet"]
     complete = rubrics.score(trajectory("Spend 48.2L. EXP-221 and EXP-307. Thanks."), RUBRIC, judge=judge)
     flags = next(i for i in complete.items if i.id == "flags-unsigned")
-    assert flags.probability is not None and "; facts found: " in flags.evidence
+    assert flags.probability is not None and "; facts 'EXP-221', 'EXP-307' found in final_answer" in flags.evidence
     # total, polite then total, flags-unsigned, polite: the missing fact cost the engine no request
     assert requests_before == 2 and judge.stats()["requests"] == 5

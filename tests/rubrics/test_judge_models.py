@@ -120,7 +120,7 @@ def test_grade_method_sets_the_method_of_items_that_name_none(tmp_path):
         by_method[method] = [item for item in json.loads(done.stdout)[0]["items"] if item["method"] == "judge"]
     assert all(item["judge_detail"].startswith("likelihood p=") for item in by_method["likelihood"])
     assert not any(item["judge_detail"] for item in by_method["choice"])
-    assert all(item["evidence"].startswith("the judge read final_answer, emails and said ") for method in by_method
+    assert all(item["evidence"].startswith("the judge read final_answer, emails: ") for method in by_method
                for item in by_method[method])
     assert [i["probability"] for i in by_method["likelihood"]] != [i["probability"] for i in by_method["choice"]]
     refused = subprocess.run([*command, "--method", "vibes"], cwd=REPO, capture_output=True, text=True)

@@ -98,9 +98,9 @@ def test_evidence_marks_the_email_it_cites_and_the_message_it_quotes(example_run
     assert "total-spend" in answer.marks   # "found 48.2L ..."
     user = next(p for p in view.parts if p.kind == "message" and p.title == "user")
     assert "mis-to-cfo" not in user.marks  # the pattern '*MIS*' alone locates nothing
-    assert needles("the judge read final_answer and said met (probability 0.73, threshold 0.5)") == []
-    assert needles("the judge read final_answer and said met (probability 0.73, threshold 0.5); facts found: "
-                   "'EXP-221' in final_answer") == ["EXP-221"]
+    assert needles("the judge read final_answer: met at 0.73 (threshold 0.5)") == []
+    assert needles("the judge read final_answer: met at 0.73 (threshold 0.5); facts 'EXP-221' found in "
+                   "final_answer") == ["EXP-221"]
 
 
 def test_the_page_carries_hostile_strings_as_inert_ascii_json(tmp_path, example_runs):

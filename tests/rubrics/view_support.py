@@ -245,8 +245,8 @@ def generated_results(n: int, seed: int = 7) -> list[dict]:
                 tag_earned[tag] += points
             items.append(ItemResult(id=cid, kind="criterion", points=points, status="met" if met else "unmet",
                                     method="judge", probability=p, uncertain=band, tags=[tag] if tag else [],
-                                    evidence=f"the judge read final_answer and said {'met' if p >= 0.5 else 'unmet'} "
-                                                             f"(probability {p:.2f}, threshold 0.5)"))
+                                    evidence=f"the judge read final_answer: {'met' if p >= 0.5 else 'unmet'} "
+                                                             f"at {p:.2f} (threshold 0.5)"))
         total = sum(p for _, p, _ in criteria if p > 0)
         score = max(0, earned) / total if gate_met else 0.0
         out.append(Result(
