@@ -117,3 +117,22 @@ def test_lint():
     assert lint({"attachment": "*.[ch"}) == [("error", "invalid-glob")]
     assert lint({"to": "the CFO"}) == [("warning", "not-an-address")]
     assert lint({}) == [("warning", "empty-check")]
+
+
+@pytest.mark.parametrize("hostile", ["(" * 1000 + "x@evil.test", "(a)" * 400 + "cfo@acme.test",
+                                     "Bob " + "(" * 20 + "cfo@acme.test" + ")" * 20, "x" * 5000 + "@acme.test"])
+def test_a_hostile_recipient_never_raises_meets_no_to_and_counts_as_someone_else(hostile):
+    email = {**CHAT, "to": [hostile]}
+    assert not run({"to": "cfo@acme.test"}, email).met
+    assert run({"to_other_than": ["cfo@acme.test"]}, email).met   # the penalty applies; it is not masked
+
+
+def test_a_penalty_on_a_hostile_recipient_applies_and_the_result_is_complete():
+    import rubrics
+
+    rubric = {"version": 1, "id": "r", "task": "t", "criteria": [
+        {"id": "sent", "points": 1, "email_sent": {"to": "cfo@acme.test"}},
+        {"id": "others", "points": -1, "email_sent": {"to_other_than": ["cfo@acme.test"]}}]}
+    data = {"id": "t", "messages": [], "state": {"outbox": [MIS, {**CHAT, "to": ["(" * 1000 + "x@evil.test"]}]}}
+    result = rubrics.score(data, rubric)
+    assert result.complete and [i.status for i in result.items] == ["met", "met"] and result.score == 0.0
