@@ -189,3 +189,31 @@ def test_an_empty_results_file_is_an_empty_run(tmp_path):
     rubric("view", str(empty), "--static", str(out))
     data = page_data(out.read_text(encoding="utf-8"))
     assert data["run"]["rows"] == [] and data["problems"] == [] and data["run"]["usage"] is None
+
+
+def test_the_server_closes_a_silent_connection_and_forbids_framing():
+    import socket
+    import threading
+    import time
+
+    import httpx
+
+    from rubrics.view.server import make_server
+
+    server = make_server(lambda: "<!doctype html><p>page</p>", 0, timeout_s=0.5)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        port = server.server_address[1]
+        response = httpx.get(f"http://127.0.0.1:{port}/", timeout=10)
+        assert response.status_code == 200
+        assert response.headers["X-Frame-Options"] == "DENY"
+        assert "frame-ancestors 'none'" in response.headers["Content-Security-Policy"]
+        silent = socket.create_connection(("127.0.0.1", port), timeout=10)
+        silent.sendall(b"GET / HTTP/1.1\r\n")   # half a request, then nothing
+        started = time.monotonic()
+        assert silent.recv(1024) == b""          # the server hung up
+        assert time.monotonic() - started < 5
+        silent.close()
+    finally:
+        server.shutdown()
+        server.server_close()
