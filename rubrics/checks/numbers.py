@@ -256,15 +256,22 @@ def _describe(found: ParsedNumber, value: Decimal) -> str:
 
 def _after_label(config: NumberConfig, text: str) -> tuple[ParsedNumber | None, str]:
     """The first number after the label on the same line; each occurrence of the label is tried in turn
-    (a heading may repeat the label without a number)."""
+    (a heading may repeat the label without a number). Once the rest of a line after an occurrence holds no
+    number, the later occurrences on that line are skipped (their rest of the line is part of it): each line is
+    scanned at most once, so an answer that repeats the label ten thousand times on one line costs one scan, not
+    ten thousand."""
     where = f"after {config.label!r}"
     seen_label = False
+    barren_until = -1   # the end of a line already known to hold no number after an earlier occurrence
     for match in config.label_regex.finditer(text):
         seen_label = True
+        if match.start() < barren_until:
+            continue
         line_end = text.find("\n", match.end())
         number = next(find_numbers(text, match.end(), None if line_end < 0 else line_end), None)
         if number is not None:
             return number, where
+        barren_until = len(text) if line_end < 0 else line_end
     return None, where if seen_label else f"(label {config.label!r} not found)"
 
 

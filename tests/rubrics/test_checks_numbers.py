@@ -178,3 +178,23 @@ def test_finding_numbers_in_agent_text_stays_linear():
     assert sum(1 for _ in find_numbers("111," * 40_000)) >= 1
     assert time.perf_counter() - started < 20  # linear: ~0.3 s here; quadratic: minutes
     assert [n.value for n in find_numbers("48,20,000 and 1,234,567.5")] == [Decimal("4820000"), Decimal("1234567.5")]
+
+
+@pytest.mark.parametrize("repeats", [1_000, 8_000])
+def test_a_label_repeated_on_one_line_is_scanned_once_not_once_per_occurrence(monkeypatch, repeats):
+    """Work counted in characters handed to the number scanner, not in seconds: 152 KB of a repeated label used to
+    cost one scan of the rest of the line per occurrence (quadratic: 106 s)."""
+    from rubrics.checks import numbers
+
+    scanned = []
+    real = numbers.find_numbers
+
+    def counting(text, start=0, end=None):
+        scanned.append((len(text) if end is None else end) - start)
+        return real(text, start, end)
+
+    monkeypatch.setattr(numbers, "find_numbers", counting)
+    text = "total travel spend " * repeats + "\nthe total travel spend is 48.2L"
+    outcome = run_check("number", {"label": "total travel spend", "expected": "48.2L"},
+                        make_trajectory(final_answer=text))
+    assert outcome.met and sum(scanned) <= 2 * len(text)
