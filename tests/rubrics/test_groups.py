@@ -276,3 +276,17 @@ def test_rubric_grade_group_by_task_id_in_a_subprocess(tmp_path):
     usage = subprocess.run([sys.executable, "-m", "rubrics.cli.main", "grade", str(tmp_path / "rubric.yaml"),
                             str(folder), "--comparisons", "2"], capture_output=True, text=True, env=env, cwd=REPO)
     assert usage.returncode == 2 and "--comparisons applies to groups of attempts" in usage.stderr
+
+
+def test_on_the_engine_a_group_of_one_is_graded_as_alone_and_a_broken_attempt_costs_nothing(tiny_judge):
+    one = trajectory("EXP-221 and EXP-307. Thanks.", id="only")
+    [grouped] = rubrics.score_group([one], RUBRIC, judge=tiny_judge)
+    alone = rubrics.score(one, RUBRIC, judge=tiny_judge)
+    assert grouped.to_dict() | {"judge_usage": None} == alone.to_dict() | {"judge_usage": None}
+    group = [trajectory(f"Answer {i}: EXP-221 and EXP-30{i}.", id=f"t{i}") for i in range(3)]
+    broken = {"id": "broken", "messages": "not a list"}   # does not load
+    results = rubrics.score_group([group[0], broken, *group[1:]], RUBRIC, judge=tiny_judge)
+    assert [r.trajectory_id for r in results] == ["t0", "broken", "t1", "t2"]
+    assert not results[1].complete and results[1].errors
+    assert all(r.complete and {i.group.attempts for i in r.items if i.group} == {3}
+               for r in (results[0], results[2], results[3]))
