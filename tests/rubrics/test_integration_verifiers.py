@@ -180,3 +180,23 @@ def test_a_group_reward_grades_the_traces_of_an_episode_together_from_the_envs_f
     assert [p["attempts"] for p in places] == [3, 3, 3] and places[1]["rank"] == 3
     # one of the three met the item alone; side by side, that one is a reply naming the order
     assert [t.metrics["rubric/judged"] for t in traces].count(1.0) == 1 and traces[1].metrics["rubric/judged"] == 0.0
+
+
+def test_a_group_reward_on_the_embedded_judge_records_what_score_group_gives(tmp_path):
+    import warnings
+
+    from judge_models import tiny_judge_model
+    from rubrics.integrations.verifiers import RubricGroupReward
+    from verifiers.v1.episode import Episode
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")   # a test model outside the catalog: uncalibrated, as intended here
+        judge = rubrics.EmbeddedJudge(model=str(tiny_judge_model(str(tmp_path))), method="choice")
+    data = RefundData(prompt="Refund order 7 and confirm.", rubric=POLITE)
+    traces = [make_trace(reply, data=data) for reply in ("Thank you, refunded.", "Refunded.", "Thanks! Order #7 done.")]
+    episode = Episode(task=TraceTask(type="RefundTask", data=data), traces=traces)
+    asyncio.run(RubricGroupReward(judge=judge)(RefundTask(data), episode))
+    expected = rubrics.score_group([trace_trajectory(data, t) for t in traces], POLITE, judge=judge)
+    assert [t.rewards["rubric"].score for t in traces] == [r.score for r in expected]
+    assert [t.info["rubric"]["items"][1]["group"]["rank"] for t in traces] == \
+        [r.items[1].group.rank for r in expected]
