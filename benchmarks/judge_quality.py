@@ -136,6 +136,7 @@ def judge_all(method: str, llm, model: str | None, cache_path: str | None, domai
         if skipped:
             raise SystemExit(f"{labels}: labels on unknown items: {skipped[:3]}")
         judged += part
+        print(f"  {labels.parent.name}: {len(part)} labels judged ({time.strftime('%H:%M:%S')})", flush=True)
     return judged
 
 
@@ -418,6 +419,9 @@ def main() -> None:
     parser.add_argument("--facts-and-groups", type=int, metavar="K",
                         help="with --held-out-only: each method judged four ways, one table: pointwise, pointwise "
                              "with each domain's rubric.facts.yaml, in groups (K comparisons an attempt), and both")
+    parser.add_argument("--kv-cache-gib", type=float, metavar="GIB",
+                        help="the engine's KV cache (default: the engine's); more keeps more shared prefixes (a "
+                             "group's task and attempts) resident, and changes no verdict")
     parser.add_argument("--verdict-cache", metavar="DB",
                         help="keep the raw verdicts in this sqlite file, so that a rerun reads them back (its "
                              "judgments/s then measure the cache, not the model)")
@@ -457,7 +461,9 @@ def main() -> None:
                 if line.strip())
     # the judge model as the judge runs it: float32, the product's cache; loaded once every argument is checked
     model = args.model or default_judge_model()
-    llm = LLM(**engine_defaults({"model": model, **({"quantization": args.quantization} if args.quantization else {})}))
+    options = {"model": model, **({"quantization": args.quantization} if args.quantization else {}),
+               **({"kv_cache_bytes": int(args.kv_cache_gib * 2**30)} if args.kv_cache_gib else {})}
+    llm = LLM(**engine_defaults(options))
     print(f"{len(labelled_sets(domains))} domains, {total} labels, judge model {model} "
           f"({llm.model_path.name}, {llm.dtype}{', ' + llm.quantization if llm.quantization else ''}), "
           f"{torch.get_num_threads()} threads, "

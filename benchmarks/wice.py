@@ -63,6 +63,9 @@ def requests_of(claims: dict[str, dict]) -> list:
     return requests
 
 
+PROGRESS_EVERY = 48
+
+
 def figures(scored: list[tuple[bool, float]]) -> dict:
     """AUC, and at the threshold 0.5: balanced accuracy, F1 (positive = supported) and accuracy."""
     from rubrics.judge_eval.metrics import agreement
@@ -87,7 +90,12 @@ def judge_model(model: str, claims: dict[str, dict], cache: str | None) -> dict:
         judge = CachedJudge(judge, VerdictCache(cache))
     requests = requests_of(claims)
     started = time.perf_counter()
-    verdicts = judge.judge(requests)
+    verdicts = []
+    # in slices, so that a verdict cache keeps what a long run judged if it is stopped, and the log shows progress
+    for start in range(0, len(requests), PROGRESS_EVERY):
+        verdicts += judge.judge(requests[start:start + PROGRESS_EVERY])
+        print(f"  {model}: {len(verdicts)}/{len(requests)} chunks judged, {time.perf_counter() - started:.0f}s",
+              flush=True)
     seconds = time.perf_counter() - started
     best: dict[str, float] = defaultdict(float)
     errors = 0

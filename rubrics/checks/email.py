@@ -19,6 +19,7 @@ from rubrics.checks.base import (
     quote,
 )
 from rubrics.trajectory import Email, Trajectory
+from rubrics.trajectory.sends import Sends, sends
 
 
 _ANGLE_ADDRESS = re.compile(r"<([^<>]*)>\s*$")
@@ -54,6 +55,15 @@ class EmailSentConfig(CheckConfig):
     body: str | None = None
     attachment: str | None = None
     to_other_than: str | list[str] | None = None
+    # the tools that send, by exact name (default: send_email, bare or behind an MCP-style server prefix)
+    senders: list[str] | None = None
+
+    @field_validator("senders")
+    @classmethod
+    def _senders_not_blank(cls, value: list[str] | None) -> list[str] | None:
+        if value is not None and not [name for name in value if name.strip()]:
+            raise ValueError("name at least one tool, or leave senders out for the default (send_email)")
+        return value
 
     @field_validator("to", "cc", "to_other_than")
     @classmethod
@@ -127,28 +137,46 @@ def _summary(email: Email) -> str:
     return f"to {recipients}, subject {quote(email.subject, 40)}"
 
 
+def _why_none(found: Sends, config: EmailSentConfig) -> str:
+    if found.from_outbox:
+        return "state.outbox is empty"
+    tools = ", ".join(config.senders) if config.senders else "send_email"
+    if found.failed:
+        return f"no {tools} call counted{_not_counted(found)}"
+    return f"no state.outbox and no {tools} tool calls"
+
+
+def _not_counted(found: Sends) -> str:
+    """The send calls whose result reported a failure, for evidence: a reader sees why they did not count."""
+    if not found.failed:
+        return ""
+    shown = "; ".join(f"{failed.origin}: {failed.reason}" for failed in found.failed[:3])
+    more = f"; and {len(found.failed) - 3} more" if len(found.failed) > 3 else ""
+    return f" (not counted, the send failed: {shown}{more})"
+
+
 class EmailSentCheck:
     key = "email_sent"
     config_model = EmailSentConfig
 
     def run(self, config: EmailSentConfig, trajectory: Trajectory) -> CheckOutcome:
-        emails = trajectory.emails()
+        found = sends(trajectory, config.senders)
+        emails = found.emails
         if not emails:
-            source = "state.outbox is empty"
-            if trajectory.state.outbox is None:
-                source = "no state.outbox and no send_email tool calls"
-            return CheckOutcome(False, f"no email sent ({source}); wanted {config.wanted()}")
+            return CheckOutcome(False, f"no email sent ({_why_none(found, config)}); wanted {config.wanted()}")
         addresses = trajectory.cached(
-            "email_addresses", lambda: {f: _addresses(emails, f) for f in ("to", "cc", "bcc")}
+            f"email_addresses:{config.senders}", lambda: {f: _addresses(emails, f) for f in ("to", "cc", "bcc")}
         )
         failures = []
-        for index, email in enumerate(emails):
+        for index, (send, email) in enumerate(zip(found.sent, emails)):
             problems = _mismatches(config, email, index, addresses)
             if not problems:
-                return CheckOutcome(True, f"email #{index + 1} {_summary(email)} matches {config.wanted()}")
-            failures.append(f"#{index + 1} {_summary(email)}: {'; '.join(problems)}")
+                return CheckOutcome(True, f"email #{index + 1} ({send.origin}) {_summary(email)} matches "
+                                          f"{config.wanted()}{_not_counted(found)}")
+            failures.append(f"#{index + 1} ({send.origin}) {_summary(email)}: {'; '.join(problems)}")
         shown = " | ".join(failures[:3]) + (f" | and {len(failures) - 3} more" if len(failures) > 3 else "")
-        return CheckOutcome(False, f"no sent email has {config.wanted()}; {len(emails)} sent: {shown}")
+        return CheckOutcome(False, f"no sent email has {config.wanted()}; {len(emails)} sent: {shown}"
+                                   f"{_not_counted(found)}")
 
     def lint(self, config: EmailSentConfig) -> list[LintProblem]:
         problems = lint_glob("subject", config.subject) + lint_glob("attachment", config.attachment)

@@ -269,27 +269,7 @@ class Trajectory(BaseModel):
         return self.cached("tool_calls", lambda: [c for m in self.messages for c in m.tool_calls])
 
     def emails(self) -> list[Email]:
-        return self.cached("emails", self._compute_emails)
+        """The sent emails: state.outbox, else the send tool calls whose result reports no failure (sends.py)."""
+        from rubrics.trajectory.sends import sent_emails
 
-    def _compute_emails(self) -> list[Email]:
-        if self.state.outbox is not None:
-            return self.state.outbox
-        return [_email_from_call(call) for call in self.tool_calls() if _is_send_email(call.name)]
-
-
-def _is_send_email(name: str) -> bool:
-    # MCP-style names prefix the server: "gmail__send_email", "mail.send_email".
-    return name == SEND_EMAIL_TOOL or any(name.endswith(sep + SEND_EMAIL_TOOL) for sep in ("_", ".", "/", ":"))
-
-
-def _email_from_call(call: ToolCall) -> Email:
-    args = call.arguments
-    data = {key: args[key] for key in ("from", "to", "cc", "bcc", "subject", "body") if key in args}
-    attachments = args.get("attachments", args.get("attachment"))
-    if attachments is not None:
-        data["attachments"] = attachments
-    try:
-        return Email.model_validate(data)
-    except ValidationError:
-        # Odd argument shapes must not hide the recipients: keep what validates on its own.
-        return Email(to=data.get("to"), cc=data.get("cc"), bcc=data.get("bcc"))
+        return sent_emails(self)

@@ -26,7 +26,7 @@ def run(config, *emails):
 def test_spec_gate():
     outcome = run({"to": "cfo@acme.test", "attachment": "*MIS*"}, CHAT, MIS)
     assert outcome.met
-    assert outcome.evidence.startswith("email #2 to Chief Financial Officer <CFO@acme.test>")
+    assert outcome.evidence.startswith("email #2 (state.outbox #2) to Chief Financial Officer <CFO@acme.test>")
 
 
 @pytest.mark.parametrize(
@@ -62,7 +62,7 @@ def test_fields_that_do_not_match_say_why(config, reason):
     outcome = run(config, MIS)
     assert not outcome.met
     assert outcome.evidence.startswith("no sent email has ")
-    assert "1 sent: #1 to Chief Financial Officer" in outcome.evidence
+    assert "1 sent: #1 (state.outbox #1) to Chief Financial Officer" in outcome.evidence
     assert reason in outcome.evidence
 
 
@@ -136,3 +136,87 @@ def test_a_penalty_on_a_hostile_recipient_applies_and_the_result_is_complete():
     data = {"id": "t", "messages": [], "state": {"outbox": [MIS, {**CHAT, "to": ["(" * 1000 + "x@evil.test"]}]}}
     result = rubrics.score(data, rubric)
     assert result.complete and [i.status for i in result.items] == ["met", "met"] and result.score == 0.0
+
+
+def sent_by_calls(*turns, config=None):
+    """A trajectory without state.outbox whose turns are (tool name, result text or None)."""
+    messages = []
+    for number, (name, result) in enumerate(turns, start=1):
+        messages.append({"role": "assistant", "content": None, "tool_calls": [
+            {"id": f"c{number}", "name": name, "arguments": {"to": ["cfo@acme.test"], "subject": "Q3 MIS"}}]})
+        if result is not None:
+            messages.append({"role": "tool", "tool_call_id": f"c{number}", "content": result})
+    return run_check("email_sent", config or {"to": "cfo@acme.test"}, load_trajectory({"id": "t", "messages": messages}))
+
+
+@pytest.mark.parametrize("name", ["cancel_send_email", "draft_send_email", "resend_email", "send_emails",
+                                  "x___send_email", "__send_email"])
+def test_a_tool_that_only_ends_like_a_sender_sends_nothing(name):
+    outcome = sent_by_calls((name, "Sent."))
+    assert not outcome.met and "no send_email tool calls" in outcome.evidence
+
+
+@pytest.mark.parametrize("name", ["send_email", "gmail__send_email", "mail.send_email", "mail/send_email",
+                                  "mail:send_email"])
+def test_a_sender_whose_result_reports_no_failure_counts_and_the_evidence_names_the_call(name):
+    outcome = sent_by_calls(("lookup", "{}"), (name, '{"status": "sent", "id": "m-1"}'))
+    assert outcome.met
+    assert outcome.evidence.startswith(f"email #1 ({name} call c2) to cfo@acme.test")
+
+
+@pytest.mark.parametrize("result", [
+    "Error: unknown tool x__send_email", "ERROR 550 mailbox unavailable", "Failed to send: quota exceeded",
+    "Cancelled by the user", "cancelled", "[error] SMTP timeout", "Traceback (most recent call last): ...",
+    "Permission denied", "Unknown tool: x__send_email", '{"error": "recipient rejected"}', '{"ok": false}',
+    '{"success": false, "message": "not delivered"}', '{"status": "Cancelled"}', '{"status": "failed"}',
+])
+def test_a_send_whose_result_reports_a_failure_does_not_count_and_the_evidence_says_why(result):
+    outcome = sent_by_calls(("x__send_email", result))
+    assert not outcome.met
+    assert "not counted, the send failed: x__send_email call c1: its result" in outcome.evidence
+
+
+def test_an_error_flag_on_the_result_message_is_a_failure():
+    data = {"id": "t", "messages": [
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "send_email",
+                                           "input": {"to": "cfo@acme.test"}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "is_error": True,
+                                      "content": "mail server down"}]}]}
+    outcome = run_check("email_sent", {"to": "cfo@acme.test"}, load_trajectory(data))
+    assert not outcome.met and "is_error: true" in outcome.evidence
+
+
+def test_a_failed_send_and_a_good_one_the_good_one_counts():
+    outcome = sent_by_calls(("send_email", "Error: timeout"), ("send_email", "Message sent (id 7)."))
+    assert outcome.met and outcome.evidence.startswith("email #1 (send_email call c2)")
+    assert "send_email call c1: its result reads 'Error: timeout'" in outcome.evidence
+
+
+def test_a_send_call_without_a_result_counts_as_logs_often_record_calls_only():
+    assert sent_by_calls(("send_email", None)).met
+
+
+def test_results_without_ids_answer_the_calls_in_order():
+    data = {"id": "t", "messages": [
+        {"role": "assistant", "tool_calls": [{"name": "send_email", "arguments": {"to": "a@x.test"}},
+                                             {"name": "send_email", "arguments": {"to": "cfo@acme.test"}}]},
+        {"role": "tool", "content": "sent"}, {"role": "tool", "content": "Error: bounced"}]}
+    trajectory = load_trajectory(data)
+    assert run_check("email_sent", {"to": "a@x.test"}, trajectory).met
+    assert not run_check("email_sent", {"to": "cfo@acme.test"}, trajectory).met
+
+
+def test_senders_names_the_tools_that_send_exactly():
+    assert sent_by_calls(("crm_dispatch_message", "ok"), config={"to": "cfo@acme.test",
+                                                                 "senders": ["crm_dispatch_message"]}).met
+    outcome = sent_by_calls(("x__send_email", "ok"), config={"to": "cfo@acme.test", "senders": ["gmail__send_email"]})
+    assert not outcome.met and "no gmail__send_email tool calls" in outcome.evidence
+    with pytest.raises(ValidationError, match="name at least one tool"):
+        validate_config("email_sent", {"senders": [" "]})
+
+
+def test_a_penalty_counts_only_real_sends_too():
+    # the penalised behaviour must have happened: a refused send to an outsider is no leak
+    outcome = sent_by_calls(("send_email", "Rejected: external recipients are blocked"),
+                            config={"to_other_than": ["ceo@acme.test"]})
+    assert not outcome.met
