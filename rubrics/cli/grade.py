@@ -76,6 +76,9 @@ def register(subparsers) -> None:
     parser.add_argument("--quantization", choices=("int8",),
                         help="embedded judge: int8 linear maps on the CPU (faster, smaller; a calibration must be "
                              "fitted for it)")
+    parser.add_argument("--send-key-to-rubric-urls", action="store_true",
+                        help="send the API key ($RUBRICS_OPENAI_API_KEY or $OPENAI_API_KEY) to the openai:URL panel "
+                             "members a rubric names too (default: only to --base-url's server and members you name)")
     parser.add_argument("--base-url", help="OpenAI-compatible server, e.g. http://localhost:8000/v1 (--judge openai)")
     parser.add_argument("--calibration", metavar="FILE",
                         help="calibration file from `rubric judge-eval --fit-calibration --write`; overrides the "

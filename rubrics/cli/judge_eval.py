@@ -21,6 +21,9 @@ def register(subparsers) -> None:
                         help="the rubric of the labels; give it once for all files, or once per labels file")
     parser.add_argument("--judge", choices=("embedded", "openai"), default="embedded")
     parser.add_argument("--model", help="judge model (local HF folder or .gguf for embedded; a name for openai)")
+    parser.add_argument("--send-key-to-rubric-urls", action="store_true",
+                        help="send the API key ($RUBRICS_OPENAI_API_KEY or $OPENAI_API_KEY) to the openai:URL panel "
+                             "members a rubric names too (default: only to --base-url's server and members you name)")
     parser.add_argument("--base-url", help="OpenAI-compatible server (--judge openai)")
     parser.add_argument("--method", choices=METHOD_NAMES, help="verdict method for items naming none")
     parser.add_argument("--quantization", choices=("int8",),

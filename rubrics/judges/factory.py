@@ -42,6 +42,10 @@ class JudgeSpec:
     cache: Any = field(default=None, hash=False)
     options: Mapping[str, Any] | None = field(default=None, hash=False)
     head: Any = field(default=None, hash=False)   # a verdict head (path or VerdictHead) for the embedded judge
+    # members a rubric (or a dataset's rubric) named, not the caller: their servers get no API key unless they are
+    # the server the user configured, or key_to_rubric_urls says so
+    rubric_members: bool = False
+    key_to_rubric_urls: bool = False
 
     @classmethod
     def from_rubric(cls, rubric: Any) -> JudgeSpec:
@@ -55,7 +59,8 @@ class JudgeSpec:
         head = rubric_file_path(rubric, getattr(getattr(rubric, "judge", None), "head", None))
         if panel is None:
             return cls("embedded", calibration=calibration, head=head)
-        return cls("panel", members=tuple(panel.members), combine=panel.combine, calibration=calibration, head=head)
+        return cls("panel", members=tuple(panel.members), combine=panel.combine, calibration=calibration, head=head,
+                   rubric_members=True)
 
     @classmethod
     def from_args(cls, args: Any, rubric: Any = None) -> JudgeSpec:
@@ -95,7 +100,9 @@ class JudgeSpec:
                    base_url=flag("base_url"), calibration=calibration,
                    members=tuple(flag("panel_member") or defaults.members),
                    combine=flag("panel_combine") or defaults.combine, cache=cache,
-                   head=flag("head") or defaults.head)
+                   head=flag("head") or defaults.head,
+                   rubric_members=not flag("panel_member") and defaults.rubric_members,
+                   key_to_rubric_urls=bool(flag("send_key_to_rubric_urls")))
 
 
 def build_judge(spec: JudgeSpec) -> Any:
@@ -167,9 +174,35 @@ def _panel(spec: JudgeSpec) -> Any:
                                                  cache=spec.cache, head=spec.head))
             members.append(PanelMember(embedded, member.method, label=member.text))
         else:
-            judge = build_judge(JudgeSpec("openai", base_url=member.base_url, model=member.model, cache=spec.cache))
+            options = None if _may_get_key(spec, member.base_url) else {"environment_key": False}
+            judge = build_judge(JudgeSpec("openai", base_url=member.base_url, model=member.model, cache=spec.cache,
+                                          options=options))
             members.append(PanelMember(judge, label=member.text))
     return PanelJudge(members, spec.combine)  # type: ignore[arg-type]
+
+
+def _may_get_key(spec: JudgeSpec, url: str) -> bool:
+    """Whether the server at url may receive the API key of the environment: a member the caller named, the server
+    the user configured (--base-url, RUBRICS_OPENAI_BASE_URL or OPENAI_BASE_URL; same scheme, host and port), or
+    any server when the user said so (--send-key-to-rubric-urls). A rubric is data someone else may have written:
+    naming a server in it must not collect the user's key."""
+    import os
+    import warnings
+    from urllib.parse import urlsplit
+
+    if not spec.rubric_members or spec.key_to_rubric_urls:
+        return True
+    configured = [spec.base_url, os.environ.get("RUBRICS_OPENAI_BASE_URL"), os.environ.get("OPENAI_BASE_URL")]
+
+    def origin(text: str) -> tuple[str, str | None, int | None]:
+        parts = urlsplit(text.strip())
+        return parts.scheme.lower(), parts.hostname, parts.port or {"http": 80, "https": 443}.get(parts.scheme)
+
+    if any(origin(url) == origin(other) for other in configured if other):
+        return True
+    warnings.warn(f"panel member at {url}: named by the rubric, not by you, so no API key is sent to it (pass "
+                  "--send-key-to-rubric-urls, or name the server with --base-url, to send one)", stacklevel=3)
+    return False
 
 
 def _cached(judge: Any, cache: Any) -> Any:

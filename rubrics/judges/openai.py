@@ -92,7 +92,7 @@ class OpenAIJudge:
     def __init__(self, base_url: str, model: str | None = None, api_key: str | None = None, *, concurrency: int = 16,
                  timeout: float = 120.0, max_retries: int = 4, top_logprobs: int = TOP_LOGPROBS,
                  seed: int | None = 0, method: str | None = None, calibration: Any = None,
-                 calibrations: dict[str, Calibration] | None = None):
+                 calibrations: dict[str, Calibration] | None = None, environment_key: bool = True):
         if concurrency < 1:
             raise ValueError(f"concurrency: expected an integer >= 1, got {concurrency!r}")
         if not timeout > 0:
@@ -116,7 +116,8 @@ class OpenAIJudge:
         if not self._runs_over_http(self.method):
             raise ValueError(f"method: {self.method!r} needs prompt log-probabilities, which OpenAI-compatible chat "
                              "servers do not return")
-        key = api_key or api_key_from_environment()
+        # environment_key=False: a server someone else named (a rubric's panel member) gets no key of the user's
+        key = api_key or (api_key_from_environment() if environment_key else None)
         self._headers = {"Authorization": f"Bearer {key}"} if key else {}
 
     def _runs_over_http(self, name: str) -> bool:

@@ -40,7 +40,7 @@ def test_a_rubrics_judge_section_fills_a_spec_and_equal_settings_make_equal_spec
     path.write_text(PANEL_RUBRIC)
     spec = JudgeSpec.from_rubric(load_rubric(path))
     assert spec == JudgeSpec("panel", members=("openai:http://127.0.0.1:9/v1:a", "openai:http://127.0.0.1:9/v1:b"),
-                             combine="majority", calibration=tmp_path / "cal" / "c.json")
+                             combine="majority", calibration=tmp_path / "cal" / "c.json", rubric_members=True)
     assert hash(spec) == hash(JudgeSpec.from_rubric(load_rubric(path)))
     assert JudgeSpec.from_rubric(None) == JudgeSpec()   # no judge: section: the embedded judge, its own calibration
 

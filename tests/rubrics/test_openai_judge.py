@@ -519,3 +519,72 @@ def test_two_attempts_are_compared_side_by_side_and_a_group_ranks_them(server):
                                    for i in "abc"], rubric, judge=judge, comparisons=2)
     places = [r.items[0].group for r in results]
     assert [p.attempts for p in places] == [3, 3, 3] and sorted(p.rank for p in places) == [1, 2, 3]
+
+
+def rubric_with_panel(url: str) -> dict:
+    return {"version": 1, "id": "panel-key", "task": "t",
+            "judge": {"panel": {"members": [f"openai:{url}/v1:judge-a", f"openai:{url}/v1:judge-b"]}},
+            "criteria": [{"id": "shows", "points": 1, "judge": "the answer shows the total <<P:0.8>>"}]}
+
+
+def panel_headers(server, spec) -> list[dict]:
+    from rubrics.judges.factory import build_judge
+
+    server.headers.clear()
+    judge = build_judge(spec)
+    for member in judge.members:
+        member.judge.policy = FAST
+    verdicts = judge.judge([request("shows", "the answer shows the total <<P:0.8>>")])
+    assert verdicts[0].error is None
+    return list(server.headers)
+
+
+def test_a_server_a_rubric_names_gets_no_api_key_unless_the_user_configured_it_or_allows_it(server, monkeypatch):
+    import argparse
+
+    from rubrics.judges.factory import JudgeSpec
+    from rubrics.rubric.load import load_rubric
+
+    monkeypatch.setenv("RUBRICS_OPENAI_API_KEY", "users-secret")
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    monkeypatch.delenv("RUBRICS_OPENAI_BASE_URL", raising=False)
+    rubric = load_rubric(rubric_with_panel(server.url))
+    with pytest.warns(UserWarning, match="named by the rubric, not by you, so no API key is sent"):
+        sent = panel_headers(server, JudgeSpec.from_rubric(rubric))
+    assert len(sent) == 2 and not any("authorization" in headers for headers in sent)
+    allowed = argparse.Namespace(send_key_to_rubric_urls=True)
+    sent = panel_headers(server, JudgeSpec.from_args(allowed, rubric))
+    assert [h["authorization"] for h in sent] == ["Bearer users-secret"] * 2
+    configured = argparse.Namespace(base_url=server.url + "/other/v1")   # same server: same scheme, host and port
+    sent = panel_headers(server, JudgeSpec.from_args(configured, rubric))
+    assert [h["authorization"] for h in sent] == ["Bearer users-secret"] * 2
+    monkeypatch.setenv("OPENAI_BASE_URL", server.url.replace("127.0.0.1", "localhost"))   # another host name
+    with pytest.warns(UserWarning, match="no API key is sent"):
+        sent = panel_headers(server, JudgeSpec.from_rubric(rubric))
+    assert not any("authorization" in headers for headers in sent)
+    named = argparse.Namespace(judge="panel", panel_member=[f"openai:{server.url}/v1:judge-a",
+                                                            f"openai:{server.url}/v1:judge-b"])
+    sent = panel_headers(server, JudgeSpec.from_args(named, rubric))   # members the user named on the command line
+    assert [h["authorization"] for h in sent] == ["Bearer users-secret"] * 2
+
+
+def test_rubric_grade_sends_no_key_to_a_server_the_rubric_names(server, tmp_path):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    import yaml
+
+    rubric = tmp_path / "rubric.yaml"
+    rubric.write_text(yaml.safe_dump(rubric_with_panel(server.url)))
+    trajectory = tmp_path / "t.json"
+    trajectory.write_text(json.dumps({"id": "t1", "messages": [], "final_answer": "total 42"}))
+    env = {**os.environ, "RUBRICS_OPENAI_API_KEY": "users-secret"}
+    env.pop("OPENAI_BASE_URL", None)
+    env.pop("RUBRICS_OPENAI_BASE_URL", None)
+    server.headers.clear()
+    done = subprocess.run([sys.executable, "-m", "rubrics.cli.main", "grade", str(rubric), str(trajectory), "--no-cache",
+                           "--format", "json"], capture_output=True, text=True, env=env, timeout=120)
+    assert "no API key is sent" in done.stderr
+    assert server.headers and not any("authorization" in headers for headers in server.headers)
