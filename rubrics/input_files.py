@@ -13,6 +13,7 @@ import stat
 from pathlib import Path
 
 MAX_INPUT_FILE_BYTES = 2 << 30   # a trajectory file, a dataset or an Inspect log; larger ones are refused
+MAX_JUDGE_FILE_BYTES = 16 << 20  # a calibration or verdict head file (a few KB); a larger one is refused unread
 _CHUNK = 1 << 20
 
 
@@ -42,9 +43,10 @@ def _check(info: os.stat_result, limit: int) -> None:
         raise InputFileError(f"it holds {info.st_size} bytes, more than the limit of {limit} bytes")
 
 
-def check_input_file(path: str | os.PathLike) -> None:
-    """InputFileError unless path (its symlinks followed) is a regular file within the limit; nothing opened."""
-    _check(os.stat(path), MAX_INPUT_FILE_BYTES)
+def check_input_file(path: str | os.PathLike, limit: int | None = None) -> None:
+    """InputFileError unless path (its symlinks followed) is a regular file within the limit (default
+    MAX_INPUT_FILE_BYTES); nothing opened."""
+    _check(os.stat(path), MAX_INPUT_FILE_BYTES if limit is None else limit)
 
 
 def read_input_file(path: str | os.PathLike, limit: int | None = None) -> bytes:
@@ -68,15 +70,18 @@ def read_input_file(path: str | os.PathLike, limit: int | None = None) -> bytes:
         os.close(fd)
 
 
-def confined(base: Path, name: str, allowed: tuple[Path, ...] = ()) -> Path:
+def confined(base: Path, name: str, allowed: tuple[Path, ...] = (), *, what: str = "the dataset's folder") -> Path:
     """`name` (relative to `base`, or absolute), resolved with its symlinks followed; InputFileError when it lies
-    outside `base` and outside every folder of `allowed` (those resolved too)."""
+    outside `base` and outside every folder of `allowed` (those resolved too). what: what `base` is, for the
+    message."""
     roots = [base.resolve(), *(Path(root).expanduser().resolve() for root in allowed)]
     path = (base / Path(name).expanduser()).resolve()
     if any(path == root or path.is_relative_to(root) for root in roots):
         return path
-    raise InputFileError(f"{name!r} is outside the dataset's folder {roots[0]} (paths in a dataset resolve inside "
-                         "its folder; rubric grade --allow-outside PATH allows another folder)")
+    if what == "the dataset's folder":
+        raise InputFileError(f"{name!r} is outside the dataset's folder {roots[0]} (paths in a dataset resolve "
+                             "inside its folder; rubric grade --allow-outside PATH allows another folder)")
+    raise InputFileError(f"{name!r} is outside {what} {roots[0]}: a rubric names only files beside it")
 
 
 MAX_PATH_TEXT = 4096   # a string this long is content given inline, never the name of a file

@@ -117,11 +117,19 @@ def write_json_whole(path: str | Path, data: Any, *, indent: int) -> None:
     os.replace(staging, path)
 
 
+def read_judge_file(path: str | Path) -> str:
+    """The text of a calibration or head file: a regular file of at most MAX_JUDGE_FILE_BYTES, UTF-8 (OSError or
+    UnicodeDecodeError otherwise: a FIFO, /dev/zero or a huge file is refused before it is read)."""
+    from rubrics.input_files import MAX_JUDGE_FILE_BYTES, read_input_file
+
+    return read_input_file(path, MAX_JUDGE_FILE_BYTES).decode("utf-8")
+
+
 def load_calibration_file(path: str | Path) -> CalibrationFile:
     """Read and validate a calibration file; CalibrationFileError names the path and the field."""
     where = str(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = read_judge_file(path)
     except (OSError, UnicodeDecodeError) as exc:
         raise CalibrationFileError(f"{where}: cannot read the calibration file: {exc}") from None
     try:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rubrics.judges.calibration_file import ModelIdentity, write_json_whole
+from rubrics.judges.calibration_file import ModelIdentity, read_judge_file, write_json_whole
 from rubrics.judges.prompt.prompts import PROMPT_LAYOUT_VERSION
 
 FORMAT = 1
@@ -106,7 +106,7 @@ class VerdictHead:
 def load_head(path: str | Path) -> VerdictHead:
     where = str(path)
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        data = json.loads(read_judge_file(path))
     except (OSError, UnicodeDecodeError) as exc:
         raise HeadFileError(f"{where}: cannot read the head file: {exc}") from None
     except json.JSONDecodeError as exc:

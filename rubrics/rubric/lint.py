@@ -15,7 +15,9 @@ LINT_CODES = {
     "yaml-syntax": "the file is not valid YAML (or uses a tag, a recursive alias, aliases that expand past the "
                    "alias budget, nesting deeper than 200 levels, or a key that is not plain)",
     "duplicate-key": "a mapping repeats a key; YAML would silently keep the last value",
-    "io-error": "the file cannot be read",
+    "io-error": "the file cannot be read, or a file the rubric names (judge: calibration, head) is not a regular "
+                "file or is larger than 16 MiB",
+    "file-outside": "a file the rubric names (judge: calibration, head) lies outside the rubric's folder",
     "schema": "a field has the wrong type or value, or a required field is missing",
     "unknown-key": "a key that the rubric, the item or the check does not define (with a did-you-mean)",
     "missing-check": "an item has no check key",

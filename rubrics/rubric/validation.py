@@ -5,6 +5,8 @@ Structure (types, required fields, one check key per item) and the rules that ma
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 import difflib
 from typing import Any, Iterator
 
@@ -124,6 +126,8 @@ class RubricValidator:
             if isinstance(raw_items, list):
                 items += [self.item(raw, kind, (section, i)) for i, raw in enumerate(raw_items)]
         items = [item for item in items if item is not None]
+        if header is not None and header.judge is not None:
+            self.check_judge_files(header.judge)
         for path, message, code, severity in rules.rubric_rules(data, items):
             self.add(path, message, code, severity)
         if header is None or any(p.severity == ERROR for p in self.problems):
@@ -132,6 +136,28 @@ class RubricValidator:
                       judge=header.judge, source=self.source,
                       gates=tuple(i for i in items if i.kind == "gate"),
                       criteria=tuple(i for i in items if i.kind == "criterion"))
+
+    def check_judge_files(self, judge: Any) -> None:
+        """A file the rubric names (judge: calibration, head) lies inside the rubric's folder (its symlinks followed;
+        the working directory for a rubric not read from a file) and, when it exists, is a regular file within
+        MAX_JUDGE_FILE_BYTES: a rubric is data someone else may have written, and must not make the grader read
+        /dev/zero, a FIFO or a file of the host's. A file that does not exist yet is the judge's error when built."""
+        from rubrics.input_files import MAX_JUDGE_FILE_BYTES, InputFileError, check_input_file, confined
+
+        base = Path(self.source).parent if self.source and not self.source.startswith("<") else Path.cwd()
+        for field in ("calibration", "head"):
+            name = getattr(judge, field, None)
+            if not name:
+                continue
+            try:
+                path = confined(base, name, what="the rubric's folder")
+                if path.exists():
+                    check_input_file(path, MAX_JUDGE_FILE_BYTES)
+            except InputFileError as exc:
+                self.add(("judge", field), f"judge.{field}: {exc}", "file-outside"
+                         if "outside" in str(exc) else "io-error")
+            except OSError as exc:   # a name the system refuses (too long, a loop of symlinks)
+                self.add(("judge", field), f"judge.{field}: {name!r}: {exc.strerror or exc}", "io-error")
 
     def item(self, raw: Any, kind: str, path: tuple) -> Item | None:
         if not isinstance(raw, dict):

@@ -333,3 +333,71 @@ def test_judge_eval_writes_a_file_that_grade_applies(tmp_path):
     for item, p in raw.items():
         expected = 1 / (1 + math.exp(-(fitted["scale"] * math.log(p / (1 - p)) + fitted["offset"])))
         assert calibrated[item] == pytest.approx(expected, rel=1e-9, abs=1e-12), item
+
+
+# -------------------------------------------------------------- the files a rubric names: confined, regular, bounded
+
+@pytest.mark.parametrize(("name", "code", "says"), [
+    ("../outside.json", "file-outside", "is outside the rubric's folder"),
+    ("/etc/hostname", "file-outside", "is outside the rubric's folder"),
+    ("link.json", "file-outside", "is outside the rubric's folder"),      # a symlink to a file outside
+    ("fifo.json", "io-error", "a FIFO (named pipe): only regular files are read"),
+    ("/dev/zero", "file-outside", "is outside the rubric's folder"),
+    ("huge.json", "io-error", "more than the limit of 16777216 bytes"),
+])
+@pytest.mark.parametrize("field", ["calibration", "head"])
+def test_a_rubric_naming_a_file_outside_its_folder_or_not_a_regular_file_is_refused_when_loaded(
+        tmp_path, name, code, says, field):
+    import os
+
+    from rubrics.rubric.load import analyze_rubric
+
+    folder = tmp_path / "r"
+    folder.mkdir()
+    write(tmp_path / "outside.json", content())
+    (folder / "link.json").symlink_to(tmp_path / "outside.json")
+    os.mkfifo(folder / "fifo.json")
+    with open(folder / "huge.json", "wb") as huge:
+        huge.truncate((16 << 20) + 1)
+    source = REFUNDS_RUBRIC.read_text().replace("judge:\n", f"judge:\n  {field}: {name}\n", 1)
+    rubric, problems, _ = analyze_rubric(write(folder / "rubric.yaml", source))
+    assert rubric is None
+    [problem] = [p for p in problems if p.severity == "error"]
+    assert problem.code == code and problem.message.startswith(f"judge.{field}: ") and says in problem.message
+    assert problem.line > 1   # at the field's own line
+
+
+def test_a_rubric_file_inside_its_folder_loads_and_a_calibration_option_is_read_bounded(tmp_path):
+    from rubrics.rubric.load import load_rubric
+
+    (tmp_path / "cal").mkdir()
+    write(tmp_path / "cal" / "c.json", content())
+    source = REFUNDS_RUBRIC.read_text().replace("judge:\n", "judge:\n  calibration: cal/../cal/c.json\n", 1)
+    assert rubric_calibration_path(load_rubric(write(tmp_path / "rubric.yaml", source))) is not None
+    os_fifo = tmp_path / "fifo.json"
+    __import__("os").mkfifo(os_fifo)
+    done = rubric("grade", REFUNDS_RUBRIC, REFUNDS_01, "--calibration", os_fifo)
+    refused(done, "a FIFO (named pipe): only regular files are read")
+
+
+def test_one_rubric_with_a_bad_judge_file_costs_only_its_own_dataset_lines(tmp_path):
+    import json as json_module
+    import os
+
+    good = tmp_path / "good.yaml"
+    good.write_text("version: 1\nid: good\ntask: t\ncriteria:\n  - {id: says, points: 1, contains: {text: total}}\n")
+    bad_folder = tmp_path / "bad"
+    bad_folder.mkdir()
+    os.mkfifo(bad_folder / "fifo.json")
+    bad = bad_folder / "rubric.yaml"
+    bad.write_text("version: 1\nid: bad\ntask: t\njudge: {calibration: fifo.json}\n"
+                   "criteria:\n  - {id: shows, points: 1, judge: shows the total}\n")
+    trajectory = {"id": "t1", "messages": [], "final_answer": "the total is 4"}
+    dataset = tmp_path / "data.jsonl"
+    dataset.write_text("\n".join(json_module.dumps({"rubric": str(r), "trajectory": trajectory})
+                                 for r in (good, bad, good)) + "\n")
+    done = rubric("grade", "--dataset", dataset, "--judge", "none", "--format", "jsonl", cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    assert "judge.calibration" in done.stderr and "FIFO" in done.stderr
+    lines = [json_module.loads(line) for line in done.stdout.splitlines()]
+    assert [line.get("rubric_id") for line in lines if line.get("score") is not None] == ["good", "good"]

@@ -20,6 +20,8 @@ def crit(*lines: str) -> str:
 
 # (code, rubric text, (line, the text the problem must point at), severity, text expected in the message)
 CASES = [
+    ("file-outside", HEAD + "judge: {calibration: /etc/hostname}\ncriteria:\n" + OK_CRITERION, (4, "/etc/hostname"),
+     "error", "outside the rubric's folder"),
     ("yaml-syntax", HEAD + "criteria: [\n", (5, ""), "error", "expected"),
     ("yaml-syntax", HEAD + "x: !!set {a: null}\n" + "criteria:\n" + OK_CRITERION, (4, "!!set"), "error", "unsupported YAML tag"),
     ("duplicate-key", HEAD + "task: u\ncriteria:\n" + OK_CRITERION, (4, "task"), "error", "duplicate key 'task'"),
