@@ -19,7 +19,7 @@ from rubrics.checks.base import (
     quote,
 )
 from rubrics.trajectory import Email, Trajectory
-from rubrics.trajectory.sends import Sends, sends
+from rubrics.trajectory.sends import Sends
 
 
 _ANGLE_ADDRESS = re.compile(r"<([^<>]*)>\s*$")
@@ -160,7 +160,7 @@ class EmailSentCheck:
     config_model = EmailSentConfig
 
     def run(self, config: EmailSentConfig, trajectory: Trajectory) -> CheckOutcome:
-        found = sends(trajectory, config.senders)
+        found = trajectory.sends(config.senders)
         emails = found.emails
         if not emails:
             return CheckOutcome(False, f"no email sent ({_why_none(found, config)}); wanted {config.wanted()}")

@@ -9,10 +9,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
+from collections.abc import Collection
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
-SEND_EMAIL_TOOL = "send_email"
+from rubrics.trajectory.sends import SEND_EMAIL_TOOL, Sends
 
 
 class TrajectoryError(ValueError):
@@ -270,6 +272,23 @@ class Trajectory(BaseModel):
 
     def emails(self) -> list[Email]:
         """The sent emails: state.outbox, else the send tool calls whose result reports no failure (sends.py)."""
-        from rubrics.trajectory.sends import sent_emails
+        return self.sends().emails
 
-        return sent_emails(self)
+    def sends(self, senders: Collection[str] | None = None) -> Sends:
+        """The emails sent, each with where it was read from, and the send calls that failed; senders: the tools
+        that send, by exact name (None: send_email, bare or behind a server prefix). Cached per sender list."""
+        key = "sends" if senders is None else "sends:" + "\x00".join(sorted(senders))
+        return self.cached(key, lambda: Sends.read(self.state.outbox, self.messages, senders, _email_from_call))
+
+
+def _email_from_call(call: ToolCall) -> Email:
+    args = call.arguments
+    data = {key: args[key] for key in ("from", "to", "cc", "bcc", "subject", "body") if key in args}
+    attachments = args.get("attachments", args.get("attachment"))
+    if attachments is not None:
+        data["attachments"] = attachments
+    try:
+        return Email.model_validate(data)
+    except ValidationError:
+        # Odd argument shapes must not hide the recipients: keep what validates on its own.
+        return Email(to=data.get("to"), cc=data.get("cc"), bcc=data.get("bcc"))

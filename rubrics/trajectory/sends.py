@@ -16,10 +16,13 @@ import json
 import re
 from collections.abc import Collection
 from dataclasses import dataclass
+from typing import Any
 
-from pydantic import ValidationError
+# format.py (the trajectory's models) imports this module, so the models are not imported here: an email is
+# format.Email, a message format.Message, a call format.ToolCall
+Email = Message = ToolCall = Any
 
-from rubrics.trajectory.format import SEND_EMAIL_TOOL, Email, Message, ToolCall, Trajectory
+SEND_EMAIL_TOOL = "send_email"
 
 SERVER_SEPARATORS = ("__", ".", "/", ":")
 # The start of a tool result that reports a failure, casefolded; "Error: ...", "FAILED to send", "Cancelled by user".
@@ -36,6 +39,10 @@ class Send:
     """One email the trajectory sent, and where it was read from: "state.outbox #2" or "send_email call c1"."""
     email: Email
     origin: str
+
+
+def call_origin(call: ToolCall) -> str:
+    return f"{call.name} call {call.id}" if call.id else f"{call.name} call"
 
 
 @dataclass(frozen=True)
@@ -55,6 +62,25 @@ class Sends:
     def emails(self) -> list[Email]:
         return [send.email for send in self.sent]
 
+    @classmethod
+    def read(cls, outbox: list[Email] | None, messages: list[Message], senders: Collection[str] | None,
+             email_of: Any) -> Sends:
+        """state.outbox when there is one, else the sender calls of messages whose result reports no failure;
+        email_of: a call's Email."""
+        if outbox is not None:
+            return cls([Send(email, f"state.outbox #{number}") for number, email in enumerate(outbox, start=1)],
+                       [], True)
+        sent, failed = [], []
+        for call, result in calls_with_results(messages):
+            if not is_sender(call.name, senders):
+                continue
+            failure = result_failure(result) if result is not None else None
+            if failure is not None:
+                failed.append(FailedSend(call_origin(call), failure))
+            else:
+                sent.append(Send(email_of(call), call_origin(call)))
+        return cls(sent, failed, False)
+
 
 def is_sender(name: str, senders: Collection[str] | None = None) -> bool:
     """senders: the exact names a rubric gave; None: `send_email`, bare or behind an MCP-style server prefix."""
@@ -66,35 +92,7 @@ def is_sender(name: str, senders: Collection[str] | None = None) -> bool:
         for separator in SERVER_SEPARATORS)
 
 
-def sends(trajectory: Trajectory, senders: Collection[str] | None = None) -> Sends:
-    """The emails the trajectory sent (cached per sender list: many checks read them)."""
-    key = "sends" if senders is None else "sends:" + "\x00".join(sorted(senders))
-    return trajectory.cached(key, lambda: _compute_sends(trajectory, senders))
-
-
-def sent_emails(trajectory: Trajectory, senders: Collection[str] | None = None) -> list[Email]:
-    return sends(trajectory, senders).emails
-
-
-def _compute_sends(trajectory: Trajectory, senders: Collection[str] | None) -> Sends:
-    outbox = trajectory.state.outbox
-    if outbox is not None:
-        return Sends([Send(email, f"state.outbox #{number}") for number, email in enumerate(outbox, start=1)], [],
-                     True)
-    sent, failed = [], []
-    for call, result in _calls_with_results(trajectory.messages):
-        if not is_sender(call.name, senders):
-            continue
-        origin = f"{call.name} call {call.id}" if call.id else f"{call.name} call"
-        failure = result_failure(result) if result is not None else None
-        if failure is not None:
-            failed.append(FailedSend(origin, failure))
-        else:
-            sent.append(Send(_email_from_call(call), origin))
-    return Sends(sent, failed, False)
-
-
-def _calls_with_results(messages: list[Message]) -> list[tuple[ToolCall, Message | None]]:
+def calls_with_results(messages: list[Message]) -> list[tuple[ToolCall, Message | None]]:
     """Each tool call with the tool message that answers it: the one with its id, else (a log without ids) the
     next tool message without an id after the call's message, in order."""
     by_id = {m.tool_call_id: m for m in messages if m.role == "tool" and m.tool_call_id}
@@ -156,16 +154,3 @@ def _short(value: object, limit: int = 60) -> str:
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
     text = " ".join(text.split())
     return repr(text if len(text) <= limit else text[:limit] + "...")
-
-
-def _email_from_call(call: ToolCall) -> Email:
-    args = call.arguments
-    data = {key: args[key] for key in ("from", "to", "cc", "bcc", "subject", "body") if key in args}
-    attachments = args.get("attachments", args.get("attachment"))
-    if attachments is not None:
-        data["attachments"] = attachments
-    try:
-        return Email.model_validate(data)
-    except ValidationError:
-        # Odd argument shapes must not hide the recipients: keep what validates on its own.
-        return Email(to=data.get("to"), cc=data.get("cc"), bcc=data.get("bcc"))
