@@ -436,3 +436,51 @@ def test_cgroups_left_behind_are_none(tmp_path):
     assert child.wait(timeout=30) == -9
     assert not cap.path.exists()
     assert cgroups_available() and list(cap.path.parent.glob(ours)) == []
+
+
+# --- A patch that reads a host file (issue 37) ----------------------------------------------------------------
+
+def _copy_patch(source: str, target: str = "invoicekit/stolen.txt", verb: str = "copy") -> str:
+    return (f"diff --git a/{source} b/{target}\nsimilarity index 100%\n{verb} from {source}\n{verb} to {target}\n")
+
+
+@pytest.mark.parametrize("source", ["../../../../../../../../etc/hostname", "/etc/hostname", "invoicekit/../../x",
+                                    '"..\\057..\\057..\\057..\\057..\\057..\\057etc\\057hostname"'])
+@pytest.mark.parametrize("verb", ["copy", "rename"])
+def test_a_patch_whose_copy_or_rename_source_leaves_the_workspace_is_refused(tmp_path, source, verb):
+    patch = tmp_path / "steal.patch"
+    patch.write_text(_copy_patch(source, verb=verb))
+    with pytest.raises(WorkspaceError, match=rf"steal.patch:3: {verb} from .* reads outside the workspace"):
+        build_workspace(AttemptRef("t", "steal", "patch", patch), START_0417, tmp_path / "ws")
+    assert not (tmp_path / "ws" / "invoicekit" / "stolen.txt").exists()
+
+
+def test_a_patch_copying_through_a_link_it_planted_earlier_is_refused(tmp_path):
+    start = tmp_path / "start"
+    shutil.copytree(START_0417, start)
+    os.symlink("/etc", start / "hostdir")     # a link already in the starting state, or left by a snapshot
+    patch = tmp_path / "link.patch"
+    patch.write_text(_copy_patch("hostdir/hostname"))
+    with pytest.raises(WorkspaceError, match=r"reads through the link 'hostdir'"):
+        build_workspace(AttemptRef("t", "link", "patch", patch), start, tmp_path / "ws")
+
+
+def test_a_copy_inside_the_workspace_still_applies(tmp_path):
+    patch = tmp_path / "copy.patch"
+    patch.write_text(_copy_patch("invoicekit/totals.py", "invoicekit/totals_copy.py"))
+    build_workspace(AttemptRef("t", "copy", "patch", patch), START_0417, tmp_path / "ws")
+    assert (tmp_path / "ws" / "invoicekit" / "totals_copy.py").read_text() == \
+        (START_0417 / "invoicekit" / "totals.py").read_text()
+
+
+@needs_bwrap
+def test_tasks_run_gives_a_copy_from_patch_an_error_with_the_reason(tmp_path):
+    attempts = tmp_path / "attempts" / "task-0417"
+    attempts.mkdir(parents=True)
+    (attempts / "steal.patch").write_text(_copy_patch("../../../../../../../../etc/hostname"))
+    out = tmp_path / "results.jsonl"
+    done = rubric("tasks", "run", EXAMPLE, "--attempts", tmp_path / "attempts", "--timeout", TIMEOUT, "--output", out)
+    result = _results(out)["task-0417/steal"]
+    assert result["status"] == "bad-attempt" and result["score"] == 0.0, done.stderr   # an attempt that is not gradable
+    assert "reads outside the workspace" in result["message"]
+    assert open("/etc/hostname").read().strip() not in out.read_text()

@@ -26,6 +26,9 @@ BYTE_LIMIT = 256 * 2**20
 GIT_MEMORY = 1024 * 2**20           # address space of `git apply`: a bomb's inflation stops here
 _BINARY_SIZE = re.compile(rb"^(?:literal|delta) (\d{1,20})\r?$", re.MULTILINE)
 _FILE_HEADER = re.compile(rb"^diff --git ", re.MULTILINE)
+# The paths a patch reads from: git checks `..` in the paths it writes, renames and deletes, not in a copy source,
+# and the patch is applied on the host, so `copy from ../../../etc/shadow` would copy a host file into the workspace.
+_SOURCE_HEADER = re.compile(rb"^(copy|rename) from (.*?)\r?$", re.MULTILINE)
 # `git apply` runs as this child: limits set, then exec (no preexec_fn: grading runs in threads).
 _LIMITED = ("import os, resource, sys\n"
             "mem, fsize, cpu = (int(a) for a in sys.argv[1:4])\n"
@@ -99,7 +102,9 @@ def apply_patch(patch: Path, workspace: Path) -> None:
         raise WorkspaceError(f"{patch}: {size} bytes, more than the {PATCH_LIMIT // 2**20} MiB a patch may have")
     if size == 0:
         return
-    check_declared(patch, patch.read_bytes())
+    text = patch.read_bytes()
+    check_declared(patch, text)
+    check_sources(patch, text, workspace)
     git = shutil.which("git")
     if git is None:
         raise WorkspaceError("git not found: patches are applied with `git apply`")
@@ -134,6 +139,43 @@ def check_declared(patch: Path, text: bytes) -> None:
             line = text.count(b"\n", 0, match.start()) + 1
             raise WorkspaceError(f"{patch}:{line}: binary hunks declare more than {_mib(BYTE_LIMIT)} "
                                  "(the workspace limit); not inflated")
+
+
+def check_sources(patch: Path, text: bytes, workspace: Path) -> None:
+    """Refuse a patch whose copy or rename source leaves the workspace: an absolute path, a `..` part, or a path
+    through (or to) a symbolic link of the workspace, which could point anywhere on the host."""
+    for match in _SOURCE_HEADER.finditer(text):
+        line = text.count(b"\n", 0, match.start()) + 1
+        name = _unquoted(match.group(2))
+        parts = name.split("/")
+        where = f"{patch}:{line}: {match.group(1).decode()} from {name!r}"
+        if name.startswith("/") or ".." in parts or not name or "\0" in name:
+            raise WorkspaceError(f"{where} reads outside the workspace; not applied")
+        for depth in range(1, len(parts) + 1):
+            if (workspace.joinpath(*parts[:depth])).is_symlink():
+                raise WorkspaceError(f"{where} reads through the link {'/'.join(parts[:depth])!r}, which may "
+                                     "point outside the workspace; not applied")
+
+
+def _unquoted(raw: bytes) -> str:
+    """A path as git writes it in a header: plain, or in double quotes with C escapes (octal bytes, \\t, \\")."""
+    if not raw.startswith(b'"') or not raw.endswith(b'"') or len(raw) < 2:
+        return raw.decode("utf-8", errors="surrogateescape")
+    body, out, i = raw[1:-1], bytearray(), 0
+    simple = {ord("n"): b"\n", ord("t"): b"\t", ord('"'): b'"', ord("\\"): b"\\", ord("a"): b"\a", ord("b"): b"\b",
+              ord("f"): b"\f", ord("r"): b"\r", ord("v"): b"\v"}
+    while i < len(body):
+        if body[i] == ord("\\") and i + 1 < len(body):
+            if body[i + 1:i + 4].isdigit() and len(body[i + 1:i + 4]) == 3:
+                out.append(int(body[i + 1:i + 4], 8) & 0xFF)
+                i += 4
+                continue
+            out += simple.get(body[i + 1], body[i:i + 2])
+            i += 2
+            continue
+        out.append(body[i])
+        i += 1
+    return bytes(out).decode("utf-8", errors="surrogateescape")
 
 
 def check_tree(root: Path, source: Path) -> None:
