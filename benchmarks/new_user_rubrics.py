@@ -102,20 +102,32 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--group", nargs="?", type=int, const=0, metavar="K",
                         help="grade each folder's trajectories as one group of attempts, each compared with K others "
                              "(default: the library's default)")
+    parser.add_argument("--only", action="append", metavar="NAME",
+                        help="only this rubric's folder (its name: cfo-mis, hr-rejection, sql-answers); repeatable")
+    parser.add_argument("--verdict-cache", metavar="DB",
+                        help="keep the verdicts (and comparisons) in this sqlite file, so that a rerun reads them back")
     args = parser.parse_args(argv)
     from rubrics.grading.groups import DEFAULT_COMPARISONS
     from rubrics.judges.embedded import EmbeddedJudge
 
     judge = EmbeddedJudge(model=args.model)
+    if args.verdict_cache:
+        from rubrics.judges.cached import CachedJudge
+        from rubrics.judges.verdict_cache import VerdictCache
+
+        judge = CachedJudge(judge, VerdictCache(args.verdict_cache))
     comparisons = None if args.group is None else args.group or DEFAULT_COMPARISONS
-    summaries = [grade_folder(folder, judge, comparisons) for folder in folders()]
+    chosen = [folder for folder in folders() if not args.only or folder.name in args.only]
+    if args.only and len(chosen) != len(set(args.only)):
+        parser.error(f"--only: the folders are {', '.join(folder.name for folder in folders())}")
+    summaries = [grade_folder(folder, judge, comparisons) for folder in chosen]
     for summary in summaries:
         print(report(summary))
     agreed, asked = sum(s["agreed"] for s in summaries), sum(s["asked"] for s in summaries)
     on_top = sum(s["ideal_on_top"] for s in summaries)
     uncertain = sum(s["uncertain"] for s in summaries)
     way = "alone" if comparisons is None else f"in groups, {comparisons} comparisons an attempt"
-    print(f"TOTAL ({judge.model}, {way}): judge verdicts as intended {agreed}/{asked} ({pct(agreed, asked)}), "
+    print(f"TOTAL ({getattr(judge, 'model', None) or judge.inner.model}, {way}): judge verdicts as intended {agreed}/{asked} ({pct(agreed, asked)}), "
           f"{uncertain} uncertain; ideal strictly on top in {on_top}/{len(summaries)} rubrics")
     return 0
 

@@ -135,8 +135,17 @@ async def parse_body(request: Request, model: type[BaseModel]) -> Any:
         raw = await request.json()
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise OpenAIError(400, f"the request body is not valid JSON: {exc}") from exc
+    except RecursionError:   # a body of 200,000 nested brackets: the parser's recursion limit, not a server fault
+        raise OpenAIError(400, "the request body is nested too deeply to be read") from None
     if not isinstance(raw, dict):
         raise OpenAIError(400, "the request body must be a JSON object")
+    try:   # JSON may spell a lone surrogate ("\ud800"), which is not text: no tokenizer can take it
+        json.dumps(raw, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise OpenAIError(400, f"the request body holds a lone surrogate ({exc.object[exc.start]!r}), which is not "
+                               "Unicode text") from None
+    except RecursionError:
+        raise OpenAIError(400, "the request body is nested too deeply to be read") from None
     try:
         return model.model_validate(raw)
     except ValidationError as exc:

@@ -234,6 +234,19 @@ def test_malformed_json_and_unknown_routes_get_error_bodies(client):
     assert client.get("/v1/completions").status_code == 405
 
 
+@pytest.mark.parametrize("body, says", [
+    (b'{"model": "x", "prompt": ' + b"[" * 200_000 + b"]" * 200_000 + b"}", "nested too deeply"),
+    (b'{"model": "' + MODEL.encode() + b'", "prompt": "a \\ud800 b", "max_tokens": 1}', "lone surrogate"),
+    (b'{"model": "' + MODEL.encode() + b'", "messages": [{"role": "user", "content": "\\udfff"}]}', "lone surrogate"),
+])
+def test_a_deeply_nested_body_or_a_lone_surrogate_is_a_400_not_a_500(client, body, says):
+    path = "/v1/chat/completions" if b"messages" in body else "/v1/completions"
+    response = client.post(path, content=body, headers={"content-type": "application/json"})
+    assert response.status_code == 400, response.text
+    assert says in response.json()["error"]["message"]
+    assert client.post("/v1/completions", json={"model": MODEL, "prompt": "a", "max_tokens": 1}).status_code == 200
+
+
 def test_concurrent_clients_share_the_running_batch(server):
     async def one(http: httpx.AsyncClient, i: int) -> dict:
         response = await http.post("/v1/completions", json={"model": MODEL, "prompt": f"Judges grade {i}",
