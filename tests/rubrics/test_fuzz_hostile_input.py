@@ -12,8 +12,10 @@ What every generated input must get, within CASE_LIMIT_S and without an uncaught
 
 Hostile shapes: alias bombs, unquoted prose with ': ' or ', ' in flow mappings, thousands of criteria,
 catastrophic regexes against 'aaa...a!' text, garbage YAML, non-UTF-8 bytes, bad timestamps; in trajectories
-integer literals past 4,300 digits, lone surrogates, invalid UTF-8 lines, nesting past 5,000 levels, ANSI
-escapes in ids, NaN/Infinity literals. No model is loaded: judge items go to NoJudge or a deterministic fake.
+integer literals past 4,300 digits, lone surrogates (in ids, texts and tool-call arguments), invalid UTF-8 lines,
+nesting past 5,000 levels, ANSI escapes in ids, NaN/Infinity literals, recipients of a thousand nested comments,
+a label repeated over 140 KB of final answer, send calls to look-alike tools and sends whose result is a failure,
+judge items with facts. No model is loaded: judge items go to NoJudge or a deterministic fake.
 """
 from __future__ import annotations
 
@@ -109,6 +111,8 @@ VALID_CHECKS = [
     ("json", "{in: final_answer, path: note, matches: '^a+'}"),
     ("tool_called", "{name: 'send_*', min: 0, max: 3}"),
     ("email_sent", "{to: cfo@acme.test}"),
+    ("email_sent", "{to_other_than: [cfo@acme.test], senders: [send_email, x__send_email]}"),
+    ("judge", "{text: flags the two expenses, facts: [EXP-221, {number: 48.2L, tolerance: 0.5%}]}"),
     ("file", "{path: 'reports/*.md', contains: total}"),
     ("tests", "{fail_to_pass: ['t::a']}"),
     ("any_of", "[{contains: {text: x}}, {not: {regex: {pattern: '(?i)sorry'}}}]"),
@@ -295,14 +299,20 @@ hostile_ids = st.sampled_from(["\x1b[31mred\x1b[0m", "\x1b]0;title\x07", "\x1b[2
 ids = st.one_of(
     hostile_ids, hostile_ids, st.sampled_from(["t1", "ok-2", "", "a" * 300, "dup", "dup"]),
     st.integers(-10**6, 10**6), st.just(float("nan")), st.just(float("inf")), st.text(max_size=6))
+# Issue 37's shapes: a recipient of nested comments, a label repeated over 100 KB (the number check's scan),
+# failure replies of a send tool, lone surrogates in arguments
+HOSTILE_TEXTS = ["(" * 1000 + "x@evil.test", "(a)" * 400 + "cfo@acme.test", "total: " * 20_000 + "48.2L",
+                 "Error: mailbox unavailable", '{"ok": false}', "a\ud800b\udfff"]
 texts = st.one_of(
+    st.sampled_from(HOSTILE_TEXTS),
     st.sampled_from([EVIL_TEXT, "hello", "total: 48.2L", "EXP-221", "\x1b[2Jhello\x1b[0m", "\ud800", "sorry",
                      '{"note": "%s", "total": 5}' % EVIL_TEXT, "Total travel spend: 4.82 Cr", ""]),
     st.text(max_size=12))
 timestamps = st.sampled_from(["2024-13-45T25:61:00Z", "yesterday", "", "0000-00-00", "9999-99-99T99:99:99+99:99",
                               "2024-02-30", -1, 1e308, float("inf"), float("-inf"), float("nan"), 10**40, None, []])
 tool_calls = st.fixed_dictionaries(
-    {"name": st.sampled_from(["send_email", "mail.send_email", "drive.read", "delete_all"])},
+    {"name": st.sampled_from(["send_email", "mail.send_email", "drive.read", "delete_all", "cancel_send_email",
+                              "x__send_email"])},
     optional={"id": st.one_of(st.text(max_size=3), st.integers()),
               "arguments": st.one_of(st.dictionaries(st.sampled_from(["to", "subject", "file_id"]), texts, max_size=2),
                                      texts)})
@@ -310,9 +320,11 @@ messages = st.fixed_dictionaries(
     {"role": st.sampled_from(["user", "assistant", "assistant", "tool", "system"])},
     optional={"content": st.one_of(texts, st.none(), st.lists(st.fixed_dictionaries({"type": st.just("text"),
                                                                                        "text": texts}), max_size=2)),
+              "tool_call_id": st.sampled_from(["", "0", "1", "c1"]), "is_error": st.booleans(),
               "timestamp": timestamps, "tool_calls": st.lists(tool_calls, max_size=2)})
 states = st.fixed_dictionaries({}, optional={
-    "outbox": st.lists(st.fixed_dictionaries({"to": st.sampled_from(["cfo@acme.test", "x@y, z@w", ""])},
+    "outbox": st.lists(st.fixed_dictionaries({"to": st.sampled_from(["cfo@acme.test", "x@y, z@w", "",
+                                                                      "(" * 1000 + "x@evil.test"])},
                                              optional={"subject": texts, "sent_at": timestamps}), max_size=2),
     "files": st.dictionaries(st.sampled_from(["reports/mis.md", "out.json", "\x1b[1mx.md"]), texts, max_size=2),
     "tests": st.dictionaries(st.sampled_from(["t::a", "t::b"]), st.sampled_from(["PASSED", "failed", "?"]),
@@ -418,8 +430,10 @@ def check_own_verdicts(judge: EvidenceJudge, rubric, entries, results):
         if not isinstance(entry, Trajectory):
             continue
         statuses = {item.id: item.status for item in result.items}
+        decided_by_facts = {item.id for item in result.items if item.facts_missing}
         for request in plan.judge_requests(entry):
-            if getattr(request.context, "missing", None):   # no evidence at all: unmet, the judge is not asked
+            if getattr(request.context, "missing", None) or request.item.id in decided_by_facts:
+                # no evidence at all, or a fact missing from it: unmet, the judge is not asked
                 assert statuses[request.item.id] == "unmet", (entry.source, request.item.id)
                 continue
             asked += 1
