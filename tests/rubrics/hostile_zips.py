@@ -77,15 +77,29 @@ class _Sample(SimpleNamespace):
         return dict(self.raw)
 
 
-def read_eval_log(path):
+def _note(path):
     if os.environ.get("FAKE_INSPECT_CALLS"):
         with open(os.environ["FAKE_INSPECT_CALLS"], "a") as calls:
             calls.write(path + "\\n")
+
+
+def read_eval_log(path, header_only=False):
+    _note(path)
     with zipfile.ZipFile(path) as archive:
         header = json.loads(archive.read("header.json"))
-        samples = [json.loads(archive.read(n)) for n in sorted(archive.namelist()) if n.startswith("samples/")]
+        samples = [] if header_only else [json.loads(archive.read(n)) for n in sorted(archive.namelist())
+                                          if n.startswith("samples/")]
     return SimpleNamespace(eval=SimpleNamespace(task=header["eval"]["task"], model=header["eval"]["model"]),
                            samples=[_Sample(id=s["id"], epoch=s.get("epoch", 1), raw=s) for s in samples])
+
+
+def read_eval_log_samples(path, all_samples_required=True):
+    _note(path)
+    with zipfile.ZipFile(path) as archive:
+        for name in sorted(archive.namelist()):
+            if name.startswith("samples/"):
+                s = json.loads(archive.read(name))
+                yield _Sample(id=s["id"], epoch=s.get("epoch", 1), raw=s)
 '''
 
 

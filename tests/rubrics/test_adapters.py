@@ -202,6 +202,11 @@ def test_a_real_inspect_eval_log_is_read(tmp_path, monkeypatch):
     assert [r.reward for r in rubrics.score_many([path], rubric)] == [1.0, 1.0]
     import rubrics.trajectory.adapters.inspect_log as inspect_log
 
+    # inspect_ai hands the samples over one at a time: the first arrives before the second is read
+    reader = inspect_log.InspectLog().read_file(path)
+    assert next(reader)[0] == "samples/s0_epoch_1.json"
+    assert [where for where, _ in reader] == ["samples/s1_epoch_1.json"]
+
     monkeypatch.setattr(inspect_log, "_inspect_installed", lambda: False)   # the zip reader, without the package
     plain = list(iter_trajectory_file(path))
     assert [e.model_dump() for e in plain] == [e.model_dump() for e in entries]

@@ -21,6 +21,10 @@ from rubrics.trajectory.adapters.base import AdapterError, text_of
 
 MAX_MEMBER_BYTES = 256 << 20    # one sample, decompressed: a zip bomb stops here, not in memory
 MAX_LOG_BYTES = 2 << 30         # the whole .eval, decompressed
+# Inflated bytes per byte of archive: JSON logs compress 5-20x; an honest bomb (65 KB declaring 1.75 GB) far more.
+# A log whose members declare more than this many times its own size (past FREE_INFLATION) is refused unread.
+MAX_INFLATION_RATIO = 100
+FREE_INFLATION = 64 << 20
 MAX_MEMBERS = 100_000           # entries in the zip's directory
 READ_CHUNK = 1 << 20            # members are inflated this much at a time, never in one piece
 
@@ -102,6 +106,7 @@ class InspectLog:
                 if too_big or sum(i.file_size for i in infos) > MAX_LOG_BYTES:
                     raise AdapterError(f"{too_big[0] if too_big else 'the log'} is larger than the limit "
                                        f"({MAX_MEMBER_BYTES >> 20} MiB a sample, {MAX_LOG_BYTES >> 30} GiB in all)")
+                check_inflation(sum(i.file_size for i in infos), path.stat().st_size)
                 samples = sorted((i for i in infos if i.filename.startswith("samples/")
                                   and i.filename.endswith(".json")), key=lambda i: i.filename)
                 by_name = {i.filename: i for i in infos}
@@ -139,17 +144,18 @@ class InspectLog:
         return True
 
     def _read_with_inspect(self, path: Path) -> Iterator[tuple[str, dict[str, Any] | AdapterError]]:
-        from inspect_ai.log import read_eval_log
+        """The samples one at a time (read_eval_log_samples), so a log's samples never sit in memory together."""
+        from inspect_ai.log import read_eval_log, read_eval_log_samples
 
         try:
-            log = read_eval_log(str(path))
+            log = read_eval_log(str(path), header_only=True)
             header = {"task": log.eval.task, "model": log.eval.model}
-            samples = list(log.samples or [])
+            samples = read_eval_log_samples(str(path), all_samples_required=False)
         except RecursionError:
             raise AdapterError("inspect_ai could not read it: nested too deeply") from None
         except Exception as exc:  # noqa: BLE001 - inspect_ai's own errors, reported against this file only
             raise AdapterError(f"inspect_ai could not read it: {type(exc).__name__}: {exc}") from None
-        for sample in samples:
+        for sample in _each(samples):
             where = f"samples/{sample.id}_epoch_{sample.epoch}.json"
             try:
                 yield where, sample_trajectory(sample.model_dump(mode="json"), header, where)
@@ -157,6 +163,26 @@ class InspectLog:
                 yield where, exc
             except Exception as exc:  # noqa: BLE001 - one odd sample costs only itself
                 yield where, AdapterError(f"{type(exc).__name__}: {exc}")
+
+
+def _each(samples: Iterator[Any]) -> Iterator[Any]:
+    """inspect_ai's sample generator, its errors reported against this file (after the samples already read)."""
+    try:
+        yield from samples
+    except RecursionError:
+        raise AdapterError("inspect_ai could not read it: nested too deeply") from None
+    except Exception as exc:  # noqa: BLE001 - inspect_ai's own errors, reported against this file only
+        raise AdapterError(f"inspect_ai could not read it: {type(exc).__name__}: {exc}") from None
+
+
+def check_inflation(declared: int, archive_size: int) -> None:
+    """AdapterError for an archive whose members declare more than MAX_INFLATION_RATIO times its size (past the
+    first FREE_INFLATION bytes): a compression bomb, refused before anything is inflated."""
+    allowed = max(FREE_INFLATION, MAX_INFLATION_RATIO * archive_size)
+    if declared > allowed:
+        raise AdapterError(f"its members inflate to {declared} bytes, {declared / max(archive_size, 1):.0f} times "
+                           f"the {archive_size} bytes of the file (the limit is {MAX_INFLATION_RATIO} times, past "
+                           f"{FREE_INFLATION >> 20} MiB): a compression bomb, not read")
 
 
 ZSTD = 93   # the zip compression method number of Zstandard
