@@ -8,7 +8,12 @@ copy of its own from a pool holding one copy per worker.
 The length bound: no token of the vocabulary spells more than `longest_token_chars` characters, so a text of
 more than max_model_len * longest_token_chars characters cannot fit the context whatever it tokenizes to; it is
 refused before the tokenizer sees it. The bound is doubled so that a tokenizer whose normalizer drops characters
-never has a prompt that would fit refused. A chat request is also refused when it holds more messages than the
+never has a prompt that would fit refused. That bound is loose (a vocabulary's longest entry is a run of 80 spaces,
+so 1.3M characters pass it for 8,192 tokens, seconds of a worker's time), so a text longer than PROBE_CHARS_PER_TOKEN
+characters a token of context is first probed: its first that many characters are tokenized alone, and when they
+already hold more tokens than the context, the request is refused without the rest being tokenized. A hostile
+request then costs a worker the tokenizing of about max_model_len * PROBE_CHARS_PER_TOKEN characters (milliseconds),
+never of megabytes, and cannot starve the other clients of the pool. A chat request is also refused when it holds more messages than the
 context has tokens (every message renders to at least one token), and its encoding is linear in the messages
 (chat_encoding.encode_chat_segments), so a flood of empty messages costs one pass, not one pass per message.
 """
@@ -26,6 +31,8 @@ from judge_engine.server.errors import OpenAIError
 
 T = TypeVar("T")
 BOUND_MARGIN = 2
+PROBE_CHARS_PER_TOKEN = 8   # real text runs 3-5 characters a token: a probe this long of a prompt that fits is rare
+PROBE_SLACK = 8             # tokens a cut through a word or a special token may add or remove at the probe's end
 FALLBACK_TOKEN_CHARS = 64   # a tokenizer that cannot list its vocabulary: longer than most tokens of real ones
 
 
@@ -58,6 +65,8 @@ class PromptEncoder:
         if not isinstance(prompt, str):
             return list(prompt)
         self._check_chars(len(prompt), "prompt")
+        if len(prompt) > self.probe_chars:
+            await self._probe(prompt, "prompt", slack=PROBE_SLACK)
         return await self._run(encode_text, prompt)
 
     async def encode_chat(self, messages: list[dict[str, str]]) -> list[int]:
@@ -65,11 +74,28 @@ class PromptEncoder:
             raise OpenAIError(400, f"this model's maximum context length is {self.max_model_len} tokens, and the "
                               f"request holds {len(messages)} messages, each at least one token; send fewer "
                               "messages", param="messages", code="context_length_exceeded")
-        self._check_chars(sum(len(m["content"]) for m in messages), "messages")
+        chars = sum(len(m["content"]) for m in messages)
+        self._check_chars(chars, "messages")
+        if chars > self.probe_chars:   # the contents alone, joined: the template only adds tokens
+            joined = "\n".join(m["content"] for m in messages)
+            await self._probe(joined, "messages", slack=PROBE_SLACK + len(messages))
         try:
             return await self._run(chat_encoding.encode_chat, messages)
         except chat_encoding.ChatTemplateError as exc:
             raise OpenAIError(400, str(exc), param="messages") from exc
+
+    @property
+    def probe_chars(self) -> int:
+        return self.max_model_len * PROBE_CHARS_PER_TOKEN
+
+    async def _probe(self, text: str, param: str, slack: int) -> None:
+        """400 when the text's first probe_chars characters already hold more tokens than the context."""
+        head = text[:self.probe_chars]
+        counted = len(await self._run(count_text, head))
+        if counted > self.max_model_len + slack:
+            raise OpenAIError(400, f"this model's maximum context length is {self.max_model_len} tokens, and the "
+                              f"first {len(head)} of the {len(text)} characters of the {param} already hold "
+                              f"{counted} tokens; shorten the {param}", param=param, code="context_length_exceeded")
 
     def _check_chars(self, chars: int, param: str) -> None:
         if chars > self.max_prompt_chars:
@@ -92,3 +118,8 @@ def encode_text(tokenizer: Any, prompt: str) -> list[int]:
     bos = getattr(tokenizer, "bos_token", None)
     add_special = not (bos and prompt.startswith(bos))
     return list(tokenizer(prompt, add_special_tokens=add_special)["input_ids"])
+
+
+def count_text(tokenizer: Any, text: str) -> list[int]:
+    """The text's token ids, special-token strings read as plain text (only their number matters here)."""
+    return list(tokenizer(text, add_special_tokens=False, split_special_tokens=True)["input_ids"])

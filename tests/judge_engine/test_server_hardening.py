@@ -243,6 +243,49 @@ def test_a_prompt_too_long_to_fit_is_refused_without_tokenizing(engine, monkeypa
         assert chat_response.json()["error"]["code"] == "context_length_exceeded"
 
 
+def test_a_prompt_within_the_loose_bound_but_past_the_context_is_refused_from_its_first_characters(engine,
+                                                                                                    monkeypatch):
+    """A prompt of ordinary text under max_prompt_chars (a megabyte for a real model) that cannot fit: the probe
+    tokenizes only its first max_model_len * PROBE_CHARS_PER_TOKEN characters, never the whole text; a prompt of
+    long whitespace runs that does fit is still answered."""
+    seen: list[int] = []
+    real_count, real_encode = tokenization.count_text, tokenization.encode_text
+
+    def counting(tokenizer, text):
+        seen.append(len(text))
+        return real_count(tokenizer, text)
+
+    def whole(tokenizer, text):
+        seen.append(-len(text))
+        return real_encode(tokenizer, text)
+
+    monkeypatch.setattr(tokenization, "count_text", counting)
+    monkeypatch.setattr(tokenization, "encode_text", whole)
+    with serve(engine) as server, httpx.Client(base_url=server.url, timeout=30) as http:
+        encoder = server_state(server).encoder
+        probe = encoder.max_model_len * tokenization.PROBE_CHARS_PER_TOKEN
+        long_text = "judges grade the attempts " * (encoder.max_prompt_chars // 30)
+        assert probe < len(long_text) <= encoder.max_prompt_chars
+        for response in (http.post("/v1/completions", json=completion(long_text)),
+                         http.post("/v1/chat/completions", json=chat(long_text))):
+            assert response.status_code == 400, response.text
+            assert response.json()["error"]["code"] == "context_length_exceeded"
+            assert "already hold" in response.json()["error"]["message"]
+        assert seen and max(abs(n) for n in seen) <= probe + 1 and all(n > 0 for n in seen)
+        # a prompt longer than the probe with few tokens in many characters fits, and is answered (the tiny
+        # vocabulary's tokens are short: a probe of 2 characters a token stands in for a real model's 8)
+        seen.clear()
+        monkeypatch.setattr(tokenization, "PROBE_CHARS_PER_TOKEN", 2)
+        word = max((engine.tokenizer.decode([i]) for i in range(len(engine.tokenizer))),
+                   key=lambda text: (len(text) if len(real_count(engine.tokenizer, text * 3)) <= 3 else 0))
+        fitting = word * (encoder.probe_chars // len(word) + 1)
+        assert len(fitting) > encoder.probe_chars
+        assert len(real_count(engine.tokenizer, fitting)) < encoder.max_model_len - 16
+        response = http.post("/v1/completions", json=completion(fitting))
+        assert response.status_code == 200, response.text
+        assert -len(fitting) in seen
+
+
 def server_state(server: BackgroundServer):
     return server._server.config.app.state.server
 
