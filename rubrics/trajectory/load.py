@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from rubrics.input_files import looks_like_path
 from rubrics.trajectory.json_text import JSONTextError, TextLine, decode_utf8, text_lines, top_level_array_spans
 from rubrics.trajectory.json_text import loads as _loads_json
-from rubrics.trajectory.format import Trajectory, TrajectoryError, TrajectoryLoadError
+from rubrics.trajectory.format import Message, Trajectory, TrajectoryError, TrajectoryLoadError
 
 
 class _Problem(Exception):
@@ -83,11 +83,28 @@ def _validate(data: Any, default_id: str | None) -> Trajectory:
     if data.get("id") is None:
         data = {**data, "id": default_id or _default_id(data)}
     try:
+        _validate_messages_in_place(data)
         return Trajectory.model_validate(data)
     except ValidationError as error:
         raise _Problem(_format_validation_error(error), loc=tuple(error.errors()[0]["loc"])) from None
     except (TypeError, ValueError, RecursionError) as error:  # a shape no validator planned for
         raise _Problem(f"{type(error).__name__}: {error}") from None
+
+
+def _validate_messages_in_place(data: dict) -> None:
+    """Each parsed message replaced by its Message as soon as it is validated, so that a long chat is not held
+    twice (as parsed JSON and as models) at the peak of loading it. A message that does not validate is left as it
+    is, with the ones after it: the trajectory's own validation then reports it with its full location."""
+    messages = data.get("messages")
+    if not isinstance(messages, list):
+        return
+    for index, raw in enumerate(messages):
+        if not isinstance(raw, dict):
+            return
+        try:
+            messages[index] = Message.model_validate(raw)
+        except ValidationError:
+            return
 
 
 def _decode(text: str) -> Any:
