@@ -152,6 +152,11 @@ async def parse_body(request: Request, model: type[BaseModel]) -> Any:
         raise from_validation_error(exc) from exc
 
 
+def client_address(request: Request) -> str:
+    """Whom the tokenizer pool serves in turn: the client's address (its port changes with each connection)."""
+    return request.client.host if request.client is not None else ""
+
+
 def check_model(state: ServerState, name: str) -> None:
     if name != state.model_name:
         raise OpenAIError(404, f"the model {name!r} does not exist; this server serves {state.model_name!r}",
@@ -187,7 +192,7 @@ def token_budget(state: ServerState, prompt_len: int, requested: int | None, pro
 async def completions(state: ServerState, request: Request) -> Response:
     body: p.CompletionRequest = await parse_body(request, p.CompletionRequest)
     check_model(state, body.model)
-    prompt_ids = await state.encoder.encode_prompt(body.prompt)
+    prompt_ids = await state.encoder.encode_prompt(body.prompt, client_address(request))
     max_tokens = token_budget(state, len(prompt_ids), body.max_tokens, "prompt")
     params = sampling_params(body, max_tokens, body.logprobs)
     request_id = state.loop.new_request_id("cmpl")
@@ -241,7 +246,7 @@ async def chat_completions(state: ServerState, request: Request) -> Response:
     body: p.ChatCompletionRequest = await parse_body(request, p.ChatCompletionRequest)
     check_model(state, body.model)
     messages = [{"role": m.role, "content": m.text()} for m in body.messages]
-    prompt_ids = await state.encoder.encode_chat(messages)
+    prompt_ids = await state.encoder.encode_chat(messages, client_address(request))
     max_tokens = token_budget(state, len(prompt_ids), body.token_limit(), "messages")
     top_n = (body.top_logprobs or 0) if body.logprobs else None
     params = sampling_params(body, max_tokens, top_n)

@@ -350,3 +350,36 @@ def test_a_model_failure_is_a_500_and_frees_the_batch(engine, monkeypatch):
         # the prompt was fine: a failure of the model is the server's (500), not a rejected prompt (400)
         assert failed.status_code == 500 and failed.json()["error"]["type"] == "server_error"
         assert http.get("/metrics").json()["server"]["kv_blocks_used"] == 0 == engine.block_manager.num_used
+
+
+def test_the_tokenizer_pool_serves_clients_in_turn(engine, monkeypatch):
+    """One client with eight slow prompts queued, then another with one: with two workers the second client's
+    prompt starts as soon as a worker frees, not after the first client's eight."""
+    import asyncio
+    import time
+
+    real = tokenization.encode_text
+
+    def slow(tokenizer, text):
+        time.sleep(0.2)
+        return real(tokenizer, text)
+
+    monkeypatch.setattr(tokenization, "encode_text", slow)
+    encoder = tokenization.PromptEncoder(engine.tokenizer, engine.max_model_len, workers=2)
+    finished: list[str] = []
+
+    async def one(client: str, number: int) -> None:
+        await encoder.encode_prompt(f"judges grade {number}", client=client)
+        finished.append(client)
+
+    async def both() -> None:
+        flood = [asyncio.create_task(one("flooder", n)) for n in range(8)]
+        await asyncio.sleep(0.05)   # the flood is queued first
+        await asyncio.gather(one("polite", 0), *flood)
+
+    try:
+        asyncio.run(both())
+    finally:
+        encoder.close()
+    assert finished.index("polite") <= 3, finished   # FIFO would make it the ninth
+    assert finished.count("flooder") == 8
