@@ -80,8 +80,8 @@ def _validate(data: Any, default_id: str | None) -> Trajectory:
         data = {"messages": data}
     if not isinstance(data, dict):
         raise _Problem(f"expected a JSON object, got {type(data).__name__}")
-    if data.get("id") is None:
-        data = {**data, "id": default_id or _default_id(data)}
+    # a dict of our own (the caller's is never changed); the parsed one, if it was the last reference, is freed
+    data = {**data, "id": default_id or _default_id(data)} if data.get("id") is None else dict(data)
     try:
         _validate_messages_in_place(data)
         return Trajectory.model_validate(data)
@@ -98,6 +98,7 @@ def _validate_messages_in_place(data: dict) -> None:
     messages = data.get("messages")
     if not isinstance(messages, list):
         return
+    messages = data["messages"] = list(messages)   # our own list: a caller's list of messages is never changed
     for index, raw in enumerate(messages):
         if not isinstance(raw, dict):
             return

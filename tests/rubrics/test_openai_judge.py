@@ -510,9 +510,14 @@ def test_two_attempts_are_compared_side_by_side_and_a_group_ranks_them(server):
                                        ComparisonRequest(PairContext(second, first), item)])
     assert forward.probability == pytest.approx(0.8, abs=1e-9) and forward.met is True
     assert backward.probability == pytest.approx(0.8, abs=1e-9)   # the fake prefers position A: it cancels
-    sent = server.bodies[before]["messages"][1]["content"]
-    assert sent.index("Evidence from attempt A:") < sent.index("Total: 48.2L") < sent.index("Evidence from attempt B:")
-    assert "<|im_end|>" not in sent and "Answer A or B." in sent
+    # the two orders go out concurrently: find each by which attempt it shows first
+    sent = [body["messages"][1]["content"] for body in server.bodies[before:before + 2]]
+    first_shown = [text for text in sent if text.index("Total: 48.2L") < text.index("Total: 41.5L")]
+    second_shown = [text for text in sent if text.index("Total: 41.5L") < text.index("Total: 48.2L")]
+    assert len(first_shown) == len(second_shown) == 1
+    for text, shown_first in ((first_shown[0], "Total: 48.2L"), (second_shown[0], "Total: 41.5L")):
+        assert text.index("Evidence from attempt A:") < text.index(shown_first) < text.index("Evidence from attempt B:")
+        assert "<|im_end|>" not in text and "Answer A or B." in text
     rubric = {"version": 1, "id": "r", "task": "Write the MIS.", "criteria": [
         {"id": "total", "points": 1, "judge": "states the total <<AB:0.8>>"}]}
     results = rubrics.score_group([{"id": i, "messages": [{"role": "user", "content": "go"}], "final_answer": f"{i}"}
