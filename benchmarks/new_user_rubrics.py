@@ -111,6 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     from rubrics.judges.embedded import EmbeddedJudge
 
     judge = EmbeddedJudge(model=args.model)
+    model = judge.model
     if args.verdict_cache:
         from rubrics.judges.cached import CachedJudge
         from rubrics.judges.verdict_cache import VerdictCache
@@ -127,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     on_top = sum(s["ideal_on_top"] for s in summaries)
     uncertain = sum(s["uncertain"] for s in summaries)
     way = "alone" if comparisons is None else f"in groups, {comparisons} comparisons an attempt"
-    print(f"TOTAL ({getattr(judge, 'model', None) or judge.inner.model}, {way}): judge verdicts as intended {agreed}/{asked} ({pct(agreed, asked)}), "
+    print(f"TOTAL ({model}, {way}): judge verdicts as intended {agreed}/{asked} ({pct(agreed, asked)}), "
           f"{uncertain} uncertain; ideal strictly on top in {on_top}/{len(summaries)} rubrics")
     return 0
 

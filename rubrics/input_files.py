@@ -70,18 +70,19 @@ def read_input_file(path: str | os.PathLike, limit: int | None = None) -> bytes:
         os.close(fd)
 
 
-def confined(base: Path, name: str, allowed: tuple[Path, ...] = (), *, what: str = "the dataset's folder") -> Path:
+DATASET_HINT = "paths in a dataset resolve inside its folder; rubric grade --allow-outside PATH allows another folder"
+
+
+def confined(base: Path, name: str, allowed: tuple[Path, ...] = (), *, what: str = "the dataset's folder",
+             hint: str = DATASET_HINT) -> Path:
     """`name` (relative to `base`, or absolute), resolved with its symlinks followed; InputFileError when it lies
-    outside `base` and outside every folder of `allowed` (those resolved too). what: what `base` is, for the
-    message."""
+    outside `base` and outside every folder of `allowed` (those resolved too). what: what `base` is; hint: what to
+    do instead; both for the message."""
     roots = [base.resolve(), *(Path(root).expanduser().resolve() for root in allowed)]
     path = (base / Path(name).expanduser()).resolve()
     if any(path == root or path.is_relative_to(root) for root in roots):
         return path
-    if what == "the dataset's folder":
-        raise InputFileError(f"{name!r} is outside the dataset's folder {roots[0]} (paths in a dataset resolve "
-                             "inside its folder; rubric grade --allow-outside PATH allows another folder)")
-    raise InputFileError(f"{name!r} is outside {what} {roots[0]}: a rubric names only files beside it")
+    raise InputFileError(f"{name!r} is outside {what} {roots[0]} ({hint})")
 
 
 MAX_PATH_TEXT = 4096   # a string this long is content given inline, never the name of a file

@@ -8,16 +8,18 @@ copy of its own from a pool holding one copy per worker.
 The length bound: no token of the vocabulary spells more than `longest_token_chars` characters, so a text of
 more than max_model_len * longest_token_chars characters cannot fit the context whatever it tokenizes to; it is
 refused before the tokenizer sees it. The bound is doubled so that a tokenizer whose normalizer drops characters
-never has a prompt that would fit refused. The pool is shared fairly: requests wait in one queue per client address
-and a free worker takes the next request of the next client in turn, so a client that sends many long prompts
-delays its own requests, not another client's one-token request. That bound is loose (a vocabulary's longest entry is a run of 80 spaces,
-so 1.3M characters pass it for 8,192 tokens, seconds of a worker's time), so a text longer than PROBE_CHARS_PER_TOKEN
-characters a token of context is first probed: its first that many characters are tokenized alone, and when they
-already hold more tokens than the context, the request is refused without the rest being tokenized. A hostile
-request then costs a worker the tokenizing of about max_model_len * PROBE_CHARS_PER_TOKEN characters (milliseconds),
-never of megabytes, and cannot starve the other clients of the pool. A chat request is also refused when it holds more messages than the
+never has a prompt that would fit refused. That bound is loose (a vocabulary's longest entry may be a run of 80
+spaces, so 1.3M characters pass it for 8,192 tokens, seconds of a worker's time), so a text longer than
+PROBE_CHARS_PER_TOKEN characters a token of context is first probed: its first that many characters are tokenized
+alone, and when they already hold more tokens than the context, the request is refused without the rest being
+tokenized. A hostile request then costs a worker the tokenizing of about max_model_len * PROBE_CHARS_PER_TOKEN
+characters (milliseconds), never of megabytes. A chat request is also refused when it holds more messages than the
 context has tokens (every message renders to at least one token), and its encoding is linear in the messages
 (chat_encoding.encode_chat_segments), so a flood of empty messages costs one pass, not one pass per message.
+
+The pool is shared fairly: requests wait in one queue per client address, and a free worker takes the next request
+of the next client in turn, so a client that sends many long prompts delays its own requests, not another client's
+one-token request.
 """
 
 from __future__ import annotations

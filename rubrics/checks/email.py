@@ -168,7 +168,8 @@ class EmailSentCheck:
             f"email_addresses:{config.senders}", lambda: {f: _addresses(emails, f) for f in ("to", "cc", "bcc")}
         )
         failures = []
-        for index, (send, email) in enumerate(zip(found.sent, emails)):
+        for index, send in enumerate(found.sent):
+            email = send.email
             problems = _mismatches(config, email, index, addresses)
             if not problems:
                 return CheckOutcome(True, f"email #{index + 1} ({send.origin}) {_summary(email)} matches "

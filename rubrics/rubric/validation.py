@@ -150,14 +150,18 @@ class RubricValidator:
             if not name:
                 continue
             try:
-                path = confined(base, name, what="the rubric's folder")
-                if path.exists():
-                    check_input_file(path, MAX_JUDGE_FILE_BYTES)
+                path = confined(base, name, what="the rubric's folder", hint="a rubric names only files beside it")
             except InputFileError as exc:
-                self.add(("judge", field), f"judge.{field}: {exc}", "file-outside"
-                         if "outside" in str(exc) else "io-error")
+                self.add(("judge", field), f"judge.{field}: {exc}", "file-outside")
+                continue
             except OSError as exc:   # a name the system refuses (too long, a loop of symlinks)
                 self.add(("judge", field), f"judge.{field}: {name!r}: {exc.strerror or exc}", "io-error")
+                continue
+            try:
+                if path.exists():
+                    check_input_file(path, MAX_JUDGE_FILE_BYTES)
+            except OSError as exc:   # InputFileError too: a FIFO, a device, a file too large
+                self.add(("judge", field), f"judge.{field}: {exc}", "io-error")
 
     def item(self, raw: Any, kind: str, path: tuple) -> Item | None:
         if not isinstance(raw, dict):

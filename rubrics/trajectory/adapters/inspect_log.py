@@ -14,6 +14,7 @@ member is an error of its own and the other samples still load.
 from __future__ import annotations
 
 import zipfile
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -103,10 +104,11 @@ class InspectLog:
                 if len(infos) > MAX_MEMBERS:
                     raise AdapterError(f"it has {len(infos)} members, more than the limit of {MAX_MEMBERS}")
                 too_big = [i.filename for i in infos if i.file_size > MAX_MEMBER_BYTES]
-                if too_big or sum(i.file_size for i in infos) > MAX_LOG_BYTES:
+                declared = sum(i.file_size for i in infos)
+                if too_big or declared > MAX_LOG_BYTES:
                     raise AdapterError(f"{too_big[0] if too_big else 'the log'} is larger than the limit "
                                        f"({MAX_MEMBER_BYTES >> 20} MiB a sample, {MAX_LOG_BYTES >> 30} GiB in all)")
-                check_inflation(sum(i.file_size for i in infos), path.stat().st_size)
+                check_inflation(declared, path.stat().st_size)
                 samples = sorted((i for i in infos if i.filename.startswith("samples/")
                                   and i.filename.endswith(".json")), key=lambda i: i.filename)
                 by_name = {i.filename: i for i in infos}
@@ -147,14 +149,10 @@ class InspectLog:
         """The samples one at a time (read_eval_log_samples), so a log's samples never sit in memory together."""
         from inspect_ai.log import read_eval_log, read_eval_log_samples
 
-        try:
+        with _inspect_errors():
             log = read_eval_log(str(path), header_only=True)
             header = {"task": log.eval.task, "model": log.eval.model}
             samples = read_eval_log_samples(str(path), all_samples_required=False)
-        except RecursionError:
-            raise AdapterError("inspect_ai could not read it: nested too deeply") from None
-        except Exception as exc:  # noqa: BLE001 - inspect_ai's own errors, reported against this file only
-            raise AdapterError(f"inspect_ai could not read it: {type(exc).__name__}: {exc}") from None
         for sample in _each(samples):
             where = f"samples/{sample.id}_epoch_{sample.epoch}.json"
             try:
@@ -165,14 +163,21 @@ class InspectLog:
                 yield where, AdapterError(f"{type(exc).__name__}: {exc}")
 
 
-def _each(samples: Iterator[Any]) -> Iterator[Any]:
-    """inspect_ai's sample generator, its errors reported against this file (after the samples already read)."""
+@contextmanager
+def _inspect_errors() -> Iterator[None]:
+    """inspect_ai's own errors as an AdapterError, reported against this file only."""
     try:
-        yield from samples
+        yield
     except RecursionError:
         raise AdapterError("inspect_ai could not read it: nested too deeply") from None
-    except Exception as exc:  # noqa: BLE001 - inspect_ai's own errors, reported against this file only
+    except Exception as exc:  # noqa: BLE001 - whatever inspect_ai raises
         raise AdapterError(f"inspect_ai could not read it: {type(exc).__name__}: {exc}") from None
+
+
+def _each(samples: Iterator[Any]) -> Iterator[Any]:
+    """inspect_ai's sample generator, its errors reported against this file (after the samples already read)."""
+    with _inspect_errors():
+        yield from samples
 
 
 def check_inflation(declared: int, archive_size: int) -> None:
