@@ -22,9 +22,10 @@ class BackgroundServer:
     """`with BackgroundServer(app) as server: httpx.get(server.url + "/v1/models")`."""
 
     def __init__(self, app: Any, host: str = "127.0.0.1", port: int | None = None, startup_timeout_s: float = 30.0,
-                 limits: Any = None):
+                 limits: Any = None, api_key: str | None = None):
         """limits: a judge_engine.server.connections.ConnectionLimits to serve under, as `rubric serve` does
-        (timeouts, connection caps); None: plain uvicorn."""
+        (timeouts, connection caps); None: plain uvicorn. api_key: the key the app asks for (with limits, a
+        connection that has sent it is no longer a stranger that a newcomer may close)."""
         import uvicorn
 
         self.host = host
@@ -34,7 +35,7 @@ class BackgroundServer:
         if limits is not None:
             from judge_engine.server.connections import uvicorn_config
 
-            config = uvicorn_config(app, self.host, self.port, limits, **options)
+            config = uvicorn_config(app, self.host, self.port, limits, api_key=api_key, **options)
         else:
             config = uvicorn.Config(app, host=self.host, port=self.port, **options)
         self._server = uvicorn.Server(config)

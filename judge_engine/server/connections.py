@@ -10,7 +10,14 @@ times out, accept() fails with EMFILE, and every failure writes a log line. So:
   is closed, and the handler sees a disconnect.
 - **connection caps**: at most `max_connections` open connections in all and `max_connections_per_client` from one
   client address; a connection over either cap is answered 503 at once and closed, so it holds its descriptor
-  for microseconds. uvicorn's own `limit_concurrency` (503 for a request once that many connections or tasks
+  for microseconds.
+- **strangers give way**: a connection is a stranger until it has sent a whole request's headers (carrying the
+  API key, when the server has one). A stranger holds a slot only until somebody needs it: a new connection that
+  would be over a cap first closes the oldest stranger of the same cap (of its own address for the per-client
+  cap) that has been open at least `stranger_grace_s`, and is refused only when there is none. So idle
+  connections that never authenticate, however many addresses open them, cannot keep out a client that
+  authenticates, nor another client of their own address; the grace keeps a burst of honest connections, accepted
+  before any of them could send its headers, from closing each other. uvicorn's own `limit_concurrency` (503 for a request once that many connections or tasks
   are active; set one above `max_connections`, for requests pipelined on open connections) and
   `timeout_keep_alive` (`keep_alive_s`, an idle connection between requests) are set from the same limits.
 - **repeated log records** (the same logger, level and message template) are written once per
@@ -20,6 +27,7 @@ times out, accept() fails with EMFILE, and every failure writes a log line. So:
 
 from __future__ import annotations
 
+import hmac
 import json
 import logging
 import time
@@ -38,6 +46,7 @@ DEFAULT_KEEP_ALIVE_S = 5.0
 DEFAULT_MAX_CONNECTIONS = 512
 DEFAULT_MAX_CONNECTIONS_PER_CLIENT = 128
 DEFAULT_LOG_REPEAT_WINDOW_S = 60.0
+DEFAULT_STRANGER_GRACE_S = 1.0
 # the loggers a flood writes to: uvicorn's (bad requests, 503s), asyncio's (accept failing with EMFILE), ours
 FLOOD_LOGGERS = ("uvicorn", "uvicorn.error", "uvicorn.access", "asyncio", "judge_engine.server")
 
@@ -50,9 +59,10 @@ class ConnectionLimits:
     max_connections: int = DEFAULT_MAX_CONNECTIONS
     max_connections_per_client: int = DEFAULT_MAX_CONNECTIONS_PER_CLIENT
     log_repeat_window_s: float = DEFAULT_LOG_REPEAT_WINDOW_S
+    stranger_grace_s: float = DEFAULT_STRANGER_GRACE_S
 
     def __post_init__(self) -> None:
-        for name in ("header_timeout_s", "body_timeout_s", "keep_alive_s", "log_repeat_window_s"):
+        for name in ("header_timeout_s", "body_timeout_s", "keep_alive_s", "log_repeat_window_s", "stranger_grace_s"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)!r}")
         for name in ("max_connections", "max_connections_per_client"):
@@ -68,10 +78,41 @@ def _refusal(message: str) -> bytes:
             b"content-length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
 
 
-def guarded_protocol(limits: ConnectionLimits) -> type[H11Protocol]:
+class Strangers:
+    """The open connections that have not yet sent a whole request's headers with the server's key: oldest first,
+    in all and per client address, so that a connection that needs a slot can close the oldest one."""
+
+    def __init__(self) -> None:
+        self._all: OrderedDict[Any, float] = OrderedDict()            # connection -> when it was opened
+        self._by_host: dict[Any, OrderedDict[Any, float]] = {}
+
+    def add(self, connection: Any, host: Any, opened: float) -> None:
+        self._all[connection] = opened
+        self._by_host.setdefault(host, OrderedDict())[connection] = opened
+
+    def discard(self, connection: Any, host: Any) -> None:
+        self._all.pop(connection, None)
+        mine = self._by_host.get(host)
+        if mine is not None:
+            mine.pop(connection, None)
+            if not mine:
+                del self._by_host[host]
+
+    def oldest(self, opened_before: float, host: Any = None) -> Any | None:
+        """The oldest stranger (of `host`, when given) opened before `opened_before`, or None."""
+        queue = self._all if host is None else self._by_host.get(host, {})
+        for connection, opened in queue.items():
+            return connection if opened < opened_before else None
+        return None
+
+
+def guarded_protocol(limits: ConnectionLimits, api_key: str | None = None) -> type[H11Protocol]:
     """uvicorn's h11 protocol class with the header and body timeouts and the connection caps of `limits`; one
-    class per server (it holds that server's count of connections per client)."""
+    class per server (it holds that server's count of connections per client and its strangers). With api_key, a
+    connection stops being a stranger with its first request that carries `Authorization: Bearer <api_key>`."""
     per_client: dict[Any, int] = {}
+    strangers = Strangers()
+    expected = f"Bearer {api_key}".encode() if api_key else None
 
     class GuardedH11Protocol(H11Protocol):
         _limits = limits
@@ -80,20 +121,49 @@ def guarded_protocol(limits: ConnectionLimits) -> type[H11Protocol]:
         def connection_made(self, transport: Any) -> None:  # type: ignore[override]
             super().connection_made(transport)
             self._counted = False
+            self._stranger = False
             self._read_timer: Any = None
             host = self.client[0] if self.client else None
-            if len(self.connections) > limits.max_connections:
+            if len(self.connections) > limits.max_connections and not self._make_room(None):
                 self._refuse(f"the server has {limits.max_connections} connections open, its limit "
                              "(rubric serve --max-connections); retry later")
                 return
-            if host is not None and per_client.get(host, 0) >= limits.max_connections_per_client:
+            if (host is not None and per_client.get(host, 0) >= limits.max_connections_per_client
+                    and not self._make_room(host)):
                 self._refuse(f"this client has {limits.max_connections_per_client} connections open, the limit "
                              "per client (rubric serve --max-connections-per-client); reuse them or retry later")
                 return
             if host is not None:
                 per_client[host] = per_client.get(host, 0) + 1
                 self._counted = True
+            strangers.add(self, host, self.loop.time())
+            self._stranger = True
             self._arm(limits.header_timeout_s, "did not send its request headers")
+
+        def _make_room(self, host: Any) -> bool:
+            """Close the oldest stranger past its grace (of `host`, or of the whole server): True if one was."""
+            victim = strangers.oldest(self.loop.time() - limits.stranger_grace_s, host)
+            if victim is None:
+                return False
+            log.warning("closed a connection that had sent no %s to make room for a new one",
+                        "request with the API key" if expected else "request headers")
+            victim._forget_stranger()
+            victim.transport.close()
+            return True
+
+        def _forget_stranger(self) -> None:
+            if getattr(self, "_stranger", False):
+                strangers.discard(self, self.client[0] if self.client else None)
+                self._stranger = False
+
+        def _introduced(self) -> bool:
+            """Whether the request whose headers have arrived makes this connection known to the server."""
+            if self.headers is None:
+                return False
+            if expected is None:
+                return True
+            given = dict(self.headers).get(b"authorization", b"")
+            return hmac.compare_digest(given, expected)
 
         def _refuse(self, message: str) -> None:
             log.warning("refused a connection: %s", message)
@@ -102,6 +172,7 @@ def guarded_protocol(limits: ConnectionLimits) -> type[H11Protocol]:
 
         def connection_lost(self, exc: Exception | None) -> None:
             self._disarm()
+            self._forget_stranger()
             if getattr(self, "_counted", False):
                 host = self.client[0]
                 left = per_client.get(host, 1) - 1
@@ -117,6 +188,8 @@ def guarded_protocol(limits: ConnectionLimits) -> type[H11Protocol]:
             super().data_received(data)
             if self.transport.is_closing():
                 return
+            if self._stranger and self._introduced():
+                self._forget_stranger()
             state = self.conn.their_state
             if state is h11.SEND_BODY and before is not h11.SEND_BODY:
                 self._arm(limits.body_timeout_s, "did not send its request body")
@@ -199,15 +272,16 @@ def install_repeat_filter(window_s: float = DEFAULT_LOG_REPEAT_WINDOW_S,
     return repeat
 
 
-def uvicorn_config(app: Any, host: str, port: int, limits: ConnectionLimits | None = None, **options: Any) -> Any:
+def uvicorn_config(app: Any, host: str, port: int, limits: ConnectionLimits | None = None,
+                   api_key: str | None = None, **options: Any) -> Any:
     """A uvicorn.Config for `app` with the limits' timeouts, caps, limit_concurrency and keep-alive, on h11 (the
-    protocol the guards are written for)."""
+    protocol the guards are written for); api_key: the key `app` asks for, which makes a connection known."""
     import uvicorn
 
     limits = limits or ConnectionLimits()
     # limit_concurrency: uvicorn answers 503 to a request once that many connections or tasks are active; the
     # connection cap already refuses the connection past max_connections, so uvicorn's limit sits one above it
     # and catches what the cap cannot see (requests pipelined on open connections)
-    return uvicorn.Config(app, host=host, port=port, http=guarded_protocol(limits), loop="asyncio",
+    return uvicorn.Config(app, host=host, port=port, http=guarded_protocol(limits, api_key), loop="asyncio",
                           timeout_keep_alive=limits.keep_alive_s, limit_concurrency=limits.max_connections + 1,
                           **options)

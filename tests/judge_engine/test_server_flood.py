@@ -9,6 +9,7 @@ import logging
 import socket
 import subprocess
 import sys
+import time
 
 import httpx
 import pytest
@@ -210,6 +211,82 @@ def test_the_server_caps_its_open_connections(engine):
         answer = read_until_closed(connect(server))
         assert answer.startswith(b"HTTP/1.1 503") and b"--max-connections" in answer
         for sock in held:
+            sock.close()
+
+
+def connect_from(server: BackgroundServer, address: str) -> socket.socket:
+    """A connection from another loopback address (127.0.0.0/8 is all ours): another client to the server."""
+    sock = socket.create_connection((server.host, server.port), timeout=WAIT_S, source_address=(address, 0))
+    sock.settimeout(WAIT_S)
+    return sock
+
+
+def served_health(server: BackgroundServer, address: str, api_key: str | None = None) -> int:
+    transport = httpx.HTTPTransport(local_address=address)
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    with httpx.Client(base_url=server.url, timeout=WAIT_S, transport=transport, headers=headers) as http:
+        return http.get("/v1/models").status_code
+
+
+def test_idle_strangers_of_an_address_give_way_to_another_client_of_that_address(engine):
+    """128 idle connections from one address, reopened after each header timeout, refused every other client of
+    that address: a connection that never sent a request now gives its slot to a newcomer."""
+    with serve(engine, max_connections_per_client=4, header_timeout_s=WAIT_S, stranger_grace_s=0.2) as server:
+        idle = [connect_from(server, "127.0.0.5") for _ in range(4)]
+        # the server has them all (a 5th was accepted and answered: the four are counted)
+        for _ in range(WAIT_S * 10):
+            if len(server._server.server_state.connections) >= 4:
+                break
+            time.sleep(0.1)
+        time.sleep(0.3)   # past their grace
+        assert served_health(server, "127.0.0.5") == 200
+        closed = 0
+        for sock in idle:
+            sock.settimeout(0.5)
+            try:
+                closed += sock.recv(1) == b""
+            except (socket.timeout, ConnectionResetError):
+                pass
+            sock.close()
+        assert closed >= 1   # the oldest stranger was closed for it
+
+
+def test_strangers_from_many_addresses_cannot_fill_the_server_for_clients_with_the_key(tiny_llama):  # noqa: F811
+    engine = LLMEngine(EngineConfig(model=tiny_llama, kv_cache_bytes=8 * 1024 * 1024))
+    app = create_app(engine, MODEL, api_key="sesame")
+    limits = ConnectionLimits(max_connections=6, header_timeout_s=WAIT_S, stranger_grace_s=0.2)
+    with BackgroundServer(app, limits=limits, api_key="sesame") as server:
+        # a request without the key (a 401) does not make a connection known: it stays a stranger
+        unkeyed = connect_from(server, "127.0.0.2")
+        unkeyed.sendall(b"GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert b"401" in unkeyed.recv(65536)
+        idle = [unkeyed] + [connect_from(server, f"127.0.0.{2 + i % 4}") for i in range(5)]
+        time.sleep(0.5)
+        for attempt in range(3):   # each newcomer with the key closes the oldest stranger
+            assert served_health(server, "127.0.0.9", api_key="sesame") == 200
+        # a known connection is never closed for a newcomer: six held with the key, the seventh is refused
+        keyed = []
+        for _ in range(6):
+            sock = connect_from(server, "127.0.0.10")
+            sock.sendall(b"GET /v1/models HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer sesame\r\n\r\n")
+            assert b"200 OK" in sock.recv(65536)
+            keyed.append(sock)
+        time.sleep(0.3)
+        answer = read_until_closed(connect_from(server, "127.0.0.11"))
+        assert answer.startswith(b"HTTP/1.1 503") and b"--max-connections" in answer
+        for sock in idle + keyed:
+            sock.close()
+
+
+def test_a_burst_of_honest_connections_inside_the_grace_does_not_close_itself(engine):
+    with serve(engine, max_connections_per_client=2, header_timeout_s=WAIT_S, stranger_grace_s=WAIT_S) as server:
+        first, second = connect(server), connect(server)
+        time.sleep(0.2)
+        answer = read_until_closed(connect(server))   # both still within their grace: the newcomer is refused
+        assert answer.startswith(b"HTTP/1.1 503")
+        for sock in (first, second):
+            sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert b"200 OK" in sock.recv(65536)
             sock.close()
 
 
