@@ -32,6 +32,9 @@ class EngineConfig:
     block_size: int | None = None  # None: DEFAULT_BLOCK_SIZE for the device
     max_num_seqs: int = 256
     max_num_batched_tokens: int = 2048
+    # a prompt with more tokens left than this is long: while a step serves a short request (a decode, a short
+    # prompt), a long one computes at most this many tokens in it (judge_engine/engine/step_budget.py)
+    long_prefill_tokens: int = 64
     kv_cache_bytes: int | None = None  # CPU budget; on CUDA, None means "size from gpu_memory_utilization"
     enable_prefix_caching: bool = True
     attention_backend: str | None = None
@@ -61,6 +64,7 @@ class EngineConfig:
         _require_positive_int("block_size", self.block_size)
         _require_positive_int("max_num_seqs", self.max_num_seqs)
         _require_positive_int("max_num_batched_tokens", self.max_num_batched_tokens)
+        _require_positive_int("long_prefill_tokens", self.long_prefill_tokens)
         if self.kv_cache_bytes is not None:
             _require_positive_int("kv_cache_bytes", self.kv_cache_bytes)
         if self.max_model_len is not None:

@@ -50,7 +50,8 @@ class LLMEngine:
         self.block_manager = BlockManager(num_blocks, config.block_size, config.enable_prefix_caching)
         self.stats_counters = EngineStats(kv_blocks_total=num_blocks, block_size=config.block_size)
         self.scheduler = Scheduler(self.block_manager, config.max_num_seqs, config.max_num_batched_tokens,
-                                   self.stats_counters, sliding_window=self.spec.sliding_window)
+                                   self.stats_counters, sliding_window=self.spec.sliding_window,
+                                   long_prefill_tokens=config.long_prefill_tokens)
         self.runner = ModelRunner(self.model, kv_caches, config.block_size, self.device)
         eos = set(self.spec.eos_token_ids)
         if self.tokenizer.eos_token_id is not None:

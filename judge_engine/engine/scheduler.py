@@ -1,8 +1,11 @@
 """Per-step scheduling: which sequences run and how many of their tokens, under a token budget and a sequence cap.
 
 Running sequences go first, in admission order (a decode costs one token, an unfinished prefill continues with
-its next chunk); then waiting ones are admitted first come first served, each taking what the prefix cache holds
-and a chunk of the rest. When a running sequence needs a block and none is free, the most recently admitted
+its next chunk), sharing the step's budget as step_budget.py says: short ones whole, long prompts evenly, a long
+prompt in small chunks while a short request shares its step, and room kept for newcomers that could start now.
+Then waiting ones are admitted first come first served, each taking what the prefix cache holds and a chunk of
+the rest; one whose next block of prompt a running sequence is still computing waits for it (admitted now, it
+would compute that block a second time), and the ones behind it may go first. When a running sequence needs a block and none is free, the most recently admitted
 sequence is preempted: its blocks are released and it is recomputed later (its computed full blocks stay in the
 prefix cache, so the recompute is mostly cache hits). A waiting sequence whose prefix is being computed by a
 sequence scheduled earlier in the same step shares those blocks at once: the judge's criteria of one trajectory
@@ -14,9 +17,17 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
+from itertools import islice
+
 from judge_engine.engine.block_manager import BlockManager
 from judge_engine.engine.sequence import Sequence, SequenceStatus
 from judge_engine.engine.stats import EngineStats
+from judge_engine.engine.step_budget import share_step
+
+# How many waiting sequences a step passes over (or looks at, for room to keep) to find newcomers that can start
+# at once: each costs a prefix match.
+NEWCOMER_WINDOW = 16
+DEFAULT_LONG_PREFILL_TOKENS = 64
 
 
 @dataclass
@@ -44,13 +55,16 @@ class SchedulerOutput:
 
 class Scheduler:
     def __init__(self, block_manager: BlockManager, max_num_seqs: int, max_num_batched_tokens: int,
-                 stats: EngineStats, sliding_window: int | None = None) -> None:
-        """sliding_window: every layer of the model attends only this many keys (blocks left of it are freed)."""
+                 stats: EngineStats, sliding_window: int | None = None,
+                 long_prefill_tokens: int = DEFAULT_LONG_PREFILL_TOKENS) -> None:
+        """sliding_window: every layer of the model attends only this many keys (blocks left of it are freed).
+        long_prefill_tokens: a prompt with more tokens left than this is long (step_budget.py)."""
         self.block_manager = block_manager
         self.sliding_window = sliding_window
         self.block_size = block_manager.block_size
         self.max_num_seqs = max_num_seqs
         self.max_num_batched_tokens = max_num_batched_tokens
+        self.long_prefill_tokens = long_prefill_tokens
         self.stats = stats
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []
@@ -87,19 +101,57 @@ class Scheduler:
     # -- one step -------------------------------------------------------------------------------------
     def schedule(self) -> SchedulerOutput:
         out = SchedulerOutput()
-        budget = self._schedule_running(out, self.max_num_batched_tokens)
+        shares = self._shares()
+        budget = self._schedule_running(out, shares)
         if not out.preempted:
             self._admit_waiting(out, budget)
         out.blocks_to_copy = self.block_manager.take_copies()
         self._record_usage(out)
         return out
 
-    def _schedule_running(self, out: SchedulerOutput, budget: int) -> int:
+    def _shares(self) -> dict[int, int]:
+        """Tokens each running sequence may compute this step (by id), after room for the newcomers that can
+        start now, when the running ones alone would fill the budget."""
+        budget = self.max_num_batched_tokens
+        demands = [seq.num_tokens - seq.num_computed_tokens for seq in self.running]
+        needs = self._newcomer_needs() if sum(demands) >= budget else []
+        room = budget - min(sum(needs), budget // 2)
+        short_newcomer = any(need <= self.long_prefill_tokens for need in needs)
+        shares = share_step(demands, room, self.long_prefill_tokens, short_newcomer)
+        return {id(seq): share for seq, share in zip(self.running, shares)}
+
+    def _newcomer_needs(self) -> list[int]:
+        """The uncached prompt tokens of the waiting sequences (near the front) that could start this step."""
+        if len(self.running) >= self.max_num_seqs:
+            return []
+        needs = []
+        for seq in islice(self.waiting, NEWCOMER_WINDOW):
+            cached = self.block_manager.computed_blocks(seq).num_tokens(self.block_size)
+            if not self._waits_for_running_prefill(seq, cached, {}):
+                needs.append(seq.num_tokens - cached)
+        return needs
+
+    def _waits_for_running_prefill(self, seq: Sequence, cached: int, scheduled_end: dict[int, int]) -> bool:
+        """Whether a running sequence will compute, after this step, a full block that `seq` would otherwise
+        compute itself: the block after its `cached` tokens, shared with that sequence's prompt."""
+        bs = self.block_size
+        if seq.num_tokens - cached < bs:
+            return False
+        for other in self.running:
+            done = scheduled_end.get(id(other), other.num_computed_tokens)
+            if done >= other.num_prompt_tokens or done >= cached + bs:
+                continue   # its prompt is computed (or that block is, and the cache would have served it)
+            if other.num_prompt_tokens >= cached + bs and other.token_ids[:cached + bs] == seq.token_ids[:cached + bs]:
+                return True
+        return False
+
+    def _schedule_running(self, out: SchedulerOutput, shares: dict[int, int]) -> int:
+        budget = self.max_num_batched_tokens
         index = 0
         while index < len(self.running) and budget > 0:
             seq = self.running[index]
-            n = min(seq.num_tokens - seq.num_computed_tokens, budget)
-            if n == 0:  # a beam waiting for its siblings' next-token rows: nothing to compute this step
+            n = min(seq.num_tokens - seq.num_computed_tokens, shares.get(id(seq), 0), budget)
+            if n == 0:  # a beam waiting for its siblings' next-token rows, or no share this step
                 index += 1
                 continue
             while not self.block_manager.allocate_slots(seq, n):
@@ -116,14 +168,20 @@ class Scheduler:
         return budget
 
     def _admit_waiting(self, out: SchedulerOutput, budget: int) -> None:
-        while self.waiting and budget > 0 and len(self.running) < self.max_num_seqs:
-            seq = self.waiting.popleft()
+        scheduled_end = {id(item.seq): item.end for item in out.scheduled}
+        passed_over = 0
+        for seq in list(self.waiting):
+            if budget <= 0 or len(self.running) >= self.max_num_seqs or passed_over >= NEWCOMER_WINDOW:
+                break
             computed = self.block_manager.computed_blocks(seq)
             num_cached = computed.num_tokens(self.block_size)
+            if self._waits_for_running_prefill(seq, num_cached, scheduled_end):
+                passed_over += 1
+                continue
             n = min(seq.num_tokens - num_cached, budget)
             if not self.block_manager.allocate_slots(seq, n, computed):
-                self.waiting.appendleft(seq)
                 break
+            self.waiting.remove(seq)
             if seq.num_preemptions == 0:
                 seq.num_cached_tokens = num_cached
                 self.stats.cached_prompt_tokens += num_cached
@@ -131,6 +189,7 @@ class Scheduler:
             seq.status = SequenceStatus.RUNNING
             self.running.append(seq)
             self._schedule(out, seq, n)
+            scheduled_end[id(seq)] = num_cached + n
             budget -= n
 
     def _schedule(self, out: SchedulerOutput, seq: Sequence, n: int) -> None:

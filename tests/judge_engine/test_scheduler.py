@@ -15,9 +15,11 @@ from judge_engine.engine.stats import EngineStats
 BS = 4
 
 
-def make(num_blocks=64, max_num_seqs=8, max_tokens_per_step=32, prefix_caching=True) -> Scheduler:
+def make(num_blocks=64, max_num_seqs=8, max_tokens_per_step=32, prefix_caching=True,
+         long_prefill_tokens=64) -> Scheduler:
     bm = BlockManager(num_blocks, BS, prefix_caching)
-    return Scheduler(bm, max_num_seqs, max_tokens_per_step, EngineStats(kv_blocks_total=num_blocks, block_size=BS))
+    return Scheduler(bm, max_num_seqs, max_tokens_per_step, EngineStats(kv_blocks_total=num_blocks, block_size=BS),
+                     long_prefill_tokens=long_prefill_tokens)
 
 
 def seq(tokens: list[int], max_tokens: int = 3, name: str = "r") -> Sequence:
@@ -195,3 +197,67 @@ def test_random_workloads_finish_like_an_unconstrained_run(prompts, max_tokens, 
         return [s.token_ids for s in seqs]
 
     assert run(num_blocks, budget, max_num_seqs) == run(200, 1000, 100)
+
+
+# ------------------------------------------------------------------------------------------ sharing a step
+
+
+def test_share_step_gives_short_ones_their_all_and_splits_the_rest_evenly():
+    from judge_engine.engine.step_budget import share_step
+
+    assert share_step([100, 1, 3], room=32, long_prefill_tokens=8) == [8, 1, 3]        # a short step stays short
+    assert share_step([100, 100], room=32, long_prefill_tokens=8) == [16, 16]          # two long ones side by side
+    assert share_step([100, 5], room=32, long_prefill_tokens=4) == [27, 5]             # 5 > 4: both long, 5 fits
+    assert share_step([100, 100], room=32, long_prefill_tokens=8, short_newcomer=True) == [8, 8]
+    assert share_step([100], room=20, long_prefill_tokens=8) == [20]                   # alone: the whole room
+    assert share_step([0, 2, 40], room=3, long_prefill_tokens=8) == [0, 2, 1]
+    assert sum(share_step([7, 9, 50, 60], room=31, long_prefill_tokens=8)) <= 31
+
+
+def test_a_short_request_is_not_stuck_behind_a_long_prompt():
+    """One client's 200-token prompt filled every step until it was computed; another's 3-token request waited
+    for all of it. Now the short one starts at the next step and each step it shares stays short."""
+    sch = make(num_blocks=128, max_tokens_per_step=32, long_prefill_tokens=8)
+    long = seq([(i % 50) + 1 for i in range(200)], max_tokens=1, name="long")
+    sch.add(long)
+    fake_step(sch)
+    short = seq([91, 92, 93], max_tokens=3, name="short")
+    sch.add(short)
+    steps_for_short = 0
+    while not short.is_finished:
+        out = fake_step(sch)
+        steps_for_short += 1
+        tokens = {item.seq.request_id: item.num_new_tokens for item in out.scheduled}
+        assert tokens.get("long", 0) <= 8   # the steps the short one shares are short
+    assert steps_for_short == 3             # its prompt, then two decodes
+    run_all(sch)
+    assert long.num_output_tokens == 1
+
+
+def test_prompts_waiting_on_a_long_prefix_being_computed_wait_for_it_and_nothing_is_computed_twice():
+    """With room left in a step (a decode beside a long prompt), a waiting prompt that shares the long prompt's
+    prefix is not admitted to compute that prefix a second time: it waits for the blocks, then takes them."""
+    sch = make(num_blocks=256, max_num_seqs=16, max_tokens_per_step=32, long_prefill_tokens=8)
+    decoding = seq([7, 7, 7], max_tokens=60, name="decoding")
+    sch.add(decoding)
+    fake_step(sch)
+    prefix = [(i % 40) + 1 for i in range(96)]
+    for i in range(5):
+        sch.add(seq(prefix + [60 + i, 61, 62], max_tokens=1, name=f"item{i}"))
+    run_all(sch)
+    # the prefix once (96 tokens), each item's tail and its partial last block: 5 x (3 + 3), and the decoding prompt
+    assert sch.stats.computed_prompt_tokens <= 96 + 5 * 6 + 3
+
+
+def test_an_unrelated_newcomer_starts_beside_a_long_prompt_and_the_long_one_keeps_going():
+    sch = make(num_blocks=256, max_tokens_per_step=32, long_prefill_tokens=8)
+    long = seq([(i % 50) + 1 for i in range(160)], max_tokens=1, name="long")
+    sch.add(long)
+    fake_step(sch)
+    other = seq([(i % 30) + 51 for i in range(60)], max_tokens=1, name="other")   # long too, another prefix
+    sch.add(other)
+    out = fake_step(sch)
+    tokens = {item.seq.request_id: item.num_new_tokens for item in out.scheduled}
+    assert tokens["long"] > 0 and tokens["other"] > 0 and sum(tokens.values()) == 32
+    run_all(sch)
+    assert long.num_output_tokens == 1 and other.num_output_tokens == 1
