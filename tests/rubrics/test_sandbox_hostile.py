@@ -106,7 +106,10 @@ def test_forged_rewards_are_failed_by_tasks_run_on_the_example(tmp_path):
         assert results[planted]["status"] == "failed", planted
         assert results[planted]["fail_to_pass"] == {"passed": 0, "total": 2}, planted   # pytest ran, not the forge
     forged = results["task-0417/atexit-forge"]
+    # The result channel gives what the tests did (2 of 4 passed), whatever the rewritten report says; a run
+    # caught rewriting its report earns nothing.
     assert forged["status"] == "failed" and forged["score"] == 0.0
+    assert forged["fail_to_pass"] == {"passed": 0, "total": 2}
     assert "report was rewritten after the run" in forged["message"]
 
 

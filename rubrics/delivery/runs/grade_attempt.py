@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rubrics.delivery.runs.attempts import AttemptRef
+from rubrics.delivery.runs.channel_outcomes import DISAGREES, channel_verdict
 from rubrics.delivery.tasks.expected_tests import ExpectedTest, expected_tests
 from rubrics.delivery.runs.junit import JUnitReport, read_reports
 from rubrics.delivery.runs.records import GraderInfo, RunResult, RunStatus, TestOutcome, TestTally, Timings
@@ -92,9 +93,18 @@ def grade_attempt(task: GradedTask, attempt: AttemptRef | None, label: str, kind
 
 def _judge(task: GradedTask, label: str, kind: str, outcome: SandboxOutcome, junit: JUnitReport,
            touched: list[str], timings: Timings, limits: SandboxLimits) -> RunResult:
-    tests = _outcomes(task.expected, junit)
-    passed = sum(t.status == "passed" for t in tests)
+    reported = _outcomes(task.expected, junit)
+    tests, broken, overclaimed = reported, None, False
     notes = list(junit.problems)
+    if outcome.channel is not None and outcome.channel.used:
+        # pytest ran under the harness's plugin: its channel, which the tested code cannot write, decides.
+        verdict = channel_verdict(outcome.channel)
+        tests, broken = _outcomes(task.expected, verdict.cases), verdict.broken
+        if junit.cases and [t.status for t in reported] != [t.status for t in tests]:
+            notes.insert(0, DISAGREES)
+            overclaimed = any(r.status == "passed" and t.status != "passed" for r, t in zip(reported, tests))
+    forged = bool(broken) or overclaimed
+    passed = sum(t.status == "passed" for t in tests)
     status: RunStatus
     if outcome.sandbox_error:
         status, notes = "sandbox-error", [outcome.sandbox_error, *notes]
@@ -110,8 +120,11 @@ def _judge(task: GradedTask, label: str, kind: str, outcome: SandboxOutcome, jun
     elif outcome.left_processes:
         status, notes = "left-processes", [f"{outcome.left_processes} process(es) still running after grade.sh "
                                            "exited (killed)", *notes]
-    elif outcome.exit_code == 0 and passed == len(tests) and (contradiction := _runner_disagrees(outcome)):
-        status, notes = "failed", [contradiction, *notes]
+    elif broken:
+        status, notes = "failed", [broken, *notes]
+    elif outcome.exit_code == 0 and all(t.status == "passed" for t in reported) and \
+            (contradiction := _runner_disagrees(outcome)):
+        status, notes, forged = "failed", [contradiction, *notes], True
     elif outcome.exit_code == 0 and passed == len(tests):
         status = "passed"
     else:
@@ -119,7 +132,7 @@ def _judge(task: GradedTask, label: str, kind: str, outcome: SandboxOutcome, jun
         if passed == len(tests) and tests:
             notes.insert(0, f"every test passed but grade.sh exited with {outcome.exit_code}")
     return _result(task, label, kind, status, outcome.exit_code, tests, touched, outcome.left_processes, timings,
-                   "; ".join(notes) or None, outcome.log_tail)
+                   "; ".join(notes) or None, outcome.log_tail, forged)
 
 
 def _runner_disagrees(outcome: SandboxOutcome) -> str | None:
@@ -134,11 +147,13 @@ def _runner_disagrees(outcome: SandboxOutcome) -> str | None:
     return None
 
 
-def _score(status: RunStatus, exit_code: int | None, tests: list[TestOutcome]) -> float:
-    if status in ("sandbox-error", "bad-attempt", "timeout", "left-processes"):
+def _score(status: RunStatus, exit_code: int | None, tests: list[TestOutcome], forged: bool = False) -> float:
+    """forged: the run was caught rewriting its results (a report claiming passes the tests did not make, a
+    tampered or unfinished result channel): nothing, not the share of tests it did pass."""
+    if forged or status in ("sandbox-error", "bad-attempt", "timeout", "left-processes"):
         return 0.0
-    if not tests:   # a grader without a report: its exit status is the verdict
-        return 1.0 if exit_code == 0 else 0.0
+    if not tests:   # a grader without a report: its exit status is the verdict, unless the run failed otherwise
+        return 1.0 if exit_code == 0 and status == "passed" else 0.0
     share = sum(t.status == "passed" for t in tests) / len(tests)
     if share == 1.0 and status != "passed":
         return 0.0
@@ -147,14 +162,14 @@ def _score(status: RunStatus, exit_code: int | None, tests: list[TestOutcome]) -
 
 def _result(task: GradedTask, label: str, kind: str, status: RunStatus, exit_code: int | None,
             tests: list[TestOutcome], touched: list[str], left: int | None, timings: Timings, message: str | None,
-            log_tail: str) -> RunResult:
+            log_tail: str, forged: bool = False) -> RunResult:
     def tally(k: str) -> TestTally:
         of_kind = [t for t in tests if t.kind == k]
         return TestTally(passed=sum(t.status == "passed" for t in of_kind), total=len(of_kind))
 
     return RunResult(
         trajectory_id=f"{task.task_id}/{label}", task_id=task.task_id, attempt=label, attempt_kind=kind,
-        status=status, score=_score(status, exit_code, tests), complete=status != "sandbox-error",
+        status=status, score=_score(status, exit_code, tests, forged), complete=status != "sandbox-error",
         exit_code=exit_code, fail_to_pass=tally("fail_to_pass"), pass_to_pass=tally("pass_to_pass"), tests=tests,
         touched_tests=touched, left_processes=left, timings=timings, grader=task.grader, message=message,
         log_tail=log_tail,

@@ -1,10 +1,12 @@
 """`rubric tasks validate`: the reference solution solves each task and doing nothing does not.
 
-Per test-graded task, three sandboxed runs of grade.sh: solution.patch applied to the start (every
+Per test-graded task, four sandboxed runs of grade.sh: solution.patch applied to the start (every
 fail-to-pass and pass-to-pass test must pass, and grade.sh exit 0), the untouched start (every
-fail-to-pass test must fail, every pass-to-pass test pass), and the start with a forging test runner
-planted in /repo (pytest.py, sitecustomize.py: see shadow_probe), where no fail-to-pass test may pass:
-one that does means grade.sh runs a tool the workspace can replace. Rubric-graded tasks are skipped.
+fail-to-pass test must fail, every pass-to-pass test pass), the start with a forging test runner
+planted in /repo (pytest.py, sitecustomize.py: see shadow_probe), and the start with a forge appended to
+every module it imports (see inprocess_probe). In the last two no fail-to-pass test may pass: one that does
+means grade.sh runs a tool the workspace can replace, or trusts a report the tested code can write.
+Rubric-graded tasks are skipped.
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from rubrics.delivery.runs.run_batch import RunSettings, guarded, load_graded_ta
 from rubrics.delivery.runs.records import RunResult
 from rubrics.delivery.sandbox import make_sandbox
 from rubrics.delivery.sandbox.base import Sandbox
+from rubrics.delivery.sandbox.inprocess_probe import plant_in_process_forge
 from rubrics.delivery.sandbox.shadow_probe import PLANTED, plant_forge
 from rubrics.delivery.runs.validation_records import RunCheck, TaskValidation, ValidationReport
 
@@ -32,14 +35,14 @@ def validate_delivery(root: Path, settings: RunSettings, sandbox: Sandbox | None
     tasks, _ = load_graded_tasks(root, settings)
     _, specs, _ = load_catalog(root)
     runs = [(task, which) for task in tasks.values() if (task.folder / SOLUTION).is_file()
-            for which in ("solution", "start", "shadow")]
+            for which in ("solution", "start", "shadow", "in-process")]
     work_root = Path(tempfile.mkdtemp(prefix="rubric-tasks-validate-"))
     try:
         def work(item: tuple[GradedTask, str], slot: int) -> RunResult:
             task, which = item
             attempt = AttemptRef(task.task_id, which, "patch", task.folder / SOLUTION) if which == "solution" else None
-            plant = plant_forge if which == "shadow" else None
-            kind = "start" if which == "shadow" else which
+            plant = {"shadow": plant_forge, "in-process": plant_in_process_forge}.get(which)
+            kind = "start" if plant is not None else which
             return guarded(task, which, kind, lambda: grade_attempt(task, attempt, which, kind, sandbox,
                                                                     settings.limits, work_root, slot, plant))
 
@@ -57,13 +60,14 @@ def validate_delivery(root: Path, settings: RunSettings, sandbox: Sandbox | None
                                            reasons=[f"{SOLUTION} missing: nothing proves the task solvable"]))
         else:
             verdicts.append(_verdict(task_id, by_task[(task_id, "solution")], by_task[(task_id, "start")],
-                                     by_task[(task_id, "shadow")]))
+                                     by_task[(task_id, "shadow")], by_task[(task_id, "in-process")]))
     return ValidationReport(runtime=settings.runtime, valid=sum(v.verdict == "valid" for v in verdicts),
                             invalid=sum(v.verdict == "invalid" for v in verdicts),
                             skipped=sum(v.verdict == "skipped" for v in verdicts), tasks=verdicts)
 
 
-def _verdict(task_id: str, solution: RunResult, start: RunResult, shadow: RunResult) -> TaskValidation:
+def _verdict(task_id: str, solution: RunResult, start: RunResult, shadow: RunResult,
+             in_process: RunResult) -> TaskValidation:
     solved = RunCheck(status=solution.status, score=solution.score,
                       wrong=[f"{t.id}: {t.status}" for t in solution.tests if t.status != "passed"])
     wants = {"fail_to_pass": False, "pass_to_pass": True}
@@ -84,19 +88,34 @@ def _verdict(task_id: str, solution: RunResult, start: RunResult, shadow: RunRes
         reasons.append("untouched start already passes fail-to-pass: " + ", ".join(f2p_at_start))
     if p2p_at_start:
         reasons.append("untouched start fails pass-to-pass: " + ", ".join(p2p_at_start))
-    # Only what the plant changed counts: a fail-to-pass test the untouched start already passes is reported above.
-    passed_at_start = {t.id for t in start.tests if t.status == "passed"}
-    forged = [t.id for t in shadow.tests
-              if t.kind == "fail_to_pass" and t.status == "passed" and t.id not in passed_at_start]
-    if forged or (shadow.status == "passed" and not shadow.tests and start.status != "passed"):
+    # Only what a plant changed counts: a fail-to-pass test the untouched start already passes is reported above.
+    if (forged := _forged(start, shadow)) is not None:
         reasons.append(f"grade.sh can be shadowed from the workspace: with a forging {' and '.join(PLANTED)} "
-                       f"planted in /repo, the untouched start got {shadow.status}"
-                       + (" with " + ", ".join(forged) + " passed" if forged else "")
-                       + " (run the test runner with `python -I`, never from a path /repo can shadow)")
+                       f"planted in /repo, the untouched start got {shadow.status}{forged}"
+                       " (run the test runner with `python -I`, never from a path /repo can shadow)")
+    if (forged := _forged(start, in_process)) is not None:
+        reasons.append("grade.sh trusts a report the tested code can write: with a forge appended to every module "
+                       "of the start (at import it writes a report naming every test passed and exits 0), the "
+                       f"untouched start got {in_process.status}{forged} (run pytest in grade.sh's environment, "
+                       "which loads the harness's result channel: never under `env -i` or with PYTEST_PLUGINS "
+                       "cleared, and do not read the verdict from the report or the exit status alone)")
     if not any(t.kind == "fail_to_pass" for t in solution.tests):
         reasons.append("no fail-to-pass test found in the grader's report")
     return TaskValidation(task_id=task_id, verdict="invalid" if reasons else "valid", reasons=reasons,
                           solution=solved, start=untouched)
+
+
+def _forged(start: RunResult, probe: RunResult) -> str | None:
+    """' with <tests> passed' (or '') when the probe passed a fail-to-pass test the untouched start fails, or
+    passed outright where the start does not; None when the probe fooled nothing."""
+    passed_at_start = {t.id for t in start.tests if t.status == "passed"}
+    forged = [t.id for t in probe.tests
+              if t.kind == "fail_to_pass" and t.status == "passed" and t.id not in passed_at_start]
+    if forged:
+        return " with " + ", ".join(forged) + " passed"
+    if probe.status == "passed" and not probe.tests and start.status != "passed":
+        return ""
+    return None
 
 
 def _why(result: RunResult) -> str:

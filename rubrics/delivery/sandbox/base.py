@@ -12,9 +12,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from rubrics.delivery.sandbox.limits import SandboxLimits
+
+if TYPE_CHECKING:
+    from rubrics.delivery.sandbox.result_channel import ChannelLog
 
 Runtime = Literal["bwrap", "docker"]
 
@@ -45,6 +48,7 @@ class SandboxOutcome:
     sandbox_error: str | None       # the sandbox itself failed: the attempt was not graded
     memory_killed: bool = False     # the kernel killed a process for the process tree's memory cap
     summaries: tuple[dict[str, int], ...] = ()   # pytest's summary lines in the output, as {"failed": 2, ...}
+    channel: ChannelLog | None = None   # what the harness's pytest plugin sent; None where the runtime has none
 
 
 class Sandbox(Protocol):

@@ -8,6 +8,10 @@ user namespace and the limit counts the caller's own processes too, so it is rai
 The whole tree runs in a cgroup capped at the memory limit where one can be made (cgroup.py);
 /tmp is a tmpfs of `tmp_mb`; no process inside may make a user namespace (bwrap's --disable-userns
 unprivileged, a seccomp filter as root, where bwrap makes none to disable).
+
+grade.sh's pytest loads the harness's result-channel plugin (result_channel*.py): the two pipes pass through
+bwrap and the trampoline as inherited descriptors, and the `rubrics` package is mounted read-only at its own
+path where the interpreter's prefixes do not already hold it (an editable install).
 """
 from __future__ import annotations
 
@@ -33,6 +37,7 @@ from rubrics.delivery.sandbox.base import (
 from rubrics.delivery.sandbox.cgroup import ENTER, TreeCap
 from rubrics.delivery.sandbox.limits import SandboxLimits
 from rubrics.delivery.sandbox.process import run_bounded
+from rubrics.delivery.sandbox.result_channel import ResultChannel
 from rubrics.delivery.sandbox.seccomp import filter_fd, no_userns_filter
 from rubrics.delivery.sandbox.trampoline import SOURCE
 
@@ -64,13 +69,15 @@ class BwrapSandbox:
         program = no_userns_filter()
         seccomp = filter_fd(program) if program is not None else None
         cap = TreeCap.make(limits.memory_mb * 2**20)
+        channel = ResultChannel()
 
         def argv(status_fd: int) -> list[str]:
             trampoline = [sys.executable, "-I", "-S", "-c", SOURCE, str(uid), str(nproc),
                           str(limits.memory_mb * 2**20), str(limits.file_mb * 2**20), str(status_fd),
                           f"{TASK}/{GRADER}"]
             command = [self.bwrap, *bwrap_arguments(request, privileged, limits, seccomp,
-                                                    "--disable-userns" in self.options, self.size_tmp),
+                                                    "--disable-userns" in self.options, self.size_tmp,
+                                                    channel.environment()),
                        *trampoline]
             if cap is not None:
                 command = [sys.executable, "-I", "-S", "-c", ENTER, str(cap.procs_file), *command]
@@ -79,8 +86,9 @@ class BwrapSandbox:
         killed = False
         try:
             outcome = run_bounded(argv, limits.wall_s, limits.log_bytes,
-                                  extra_fds=() if seccomp is None else (seccomp,))
+                                  extra_fds=channel.fds + (() if seccomp is None else (seccomp,)))
         finally:
+            log = channel.collect()
             if seccomp is not None:
                 os.close(seccomp)
             if cap is not None:
@@ -96,11 +104,13 @@ class BwrapSandbox:
             error = None    # the cap killed the trampoline or bwrap too: the attempt ran out of memory
         return SandboxOutcome(exit_code=exit_code, timed_out=outcome.timed_out, wall_s=outcome.wall_s,
                               log_tail=outcome.log_tail, left_processes=left, sandbox_error=error,
-                              memory_killed=killed, summaries=tuple(outcome.summaries))
+                              memory_killed=killed, summaries=tuple(outcome.summaries), channel=log)
 
 
 def bwrap_arguments(request: SandboxRequest, privileged: bool, limits: SandboxLimits | None = None,
-                    seccomp_fd: int | None = None, disable_userns: bool = True, size_tmp: bool = True) -> list[str]:
+                    seccomp_fd: int | None = None, disable_userns: bool = True, size_tmp: bool = True,
+                    extra_env: dict[str, str] | None = None) -> list[str]:
+    """`extra_env`: the result channel's variables (PYTEST_PLUGINS and its descriptors)."""
     limits = limits or SandboxLimits()
     args = ["--die-with-parent", "--new-session", "--unshare-pid", "--unshare-net", "--unshare-ipc",
             "--unshare-uts", "--unshare-cgroup-try", "--hostname", "sandbox"]
@@ -128,8 +138,9 @@ def bwrap_arguments(request: SandboxRequest, privileged: bool, limits: SandboxLi
         args += ["--size", str(limits.tmp_mb * 2**20)]
     args += ["--tmpfs", "/tmp"]
     prefixes = _python_prefixes()
-    args += _parent_dirs([*prefixes, SEALED_TESTS])
-    for prefix in prefixes:
+    package = _package_dirs(prefixes)
+    args += _parent_dirs([*prefixes, *package, SEALED_TESTS])
+    for prefix in [*prefixes, *package]:
         args += ["--ro-bind", prefix, prefix]
     args += ["--bind", str(request.workspace), REPO,
              "--ro-bind", str(request.sealed_tests), SEALED_TESTS,
@@ -139,7 +150,7 @@ def bwrap_arguments(request: SandboxRequest, privileged: bool, limits: SandboxLi
         args += ["--ro-bind", "/dev/null", f"{TASK}/solution.patch"]   # the reference fix is not the attempt's
     args += ["--chdir", REPO, "--clearenv"]
     path = ":".join(dict.fromkeys([os.path.dirname(sys.executable), "/usr/local/bin", "/usr/bin", "/bin"]))
-    for key, value in {**environment(), "PATH": path}.items():
+    for key, value in {**environment(), **(extra_env or {}), "PATH": path}.items():
         args += ["--setenv", key, value]
     return args
 
@@ -166,6 +177,19 @@ def _python_prefixes() -> list[str]:
                 found.append(path)
     # A prefix inside another one is already mounted with it.
     return [p for p in found if not any(p != q and p.startswith(q + "/") for q in found)]
+
+
+def _package_dirs(prefixes: list[str]) -> list[str]:
+    """The folder of this `rubrics` package, where the prefixes do not hold it (an editable install): grade.sh's
+    pytest imports the result channel's plugin from it, at the path the environment's import hooks name."""
+    import rubrics
+
+    here = os.path.dirname(os.path.abspath(rubrics.__file__))
+    found = []
+    for path in dict.fromkeys([here, os.path.realpath(here)]):
+        if not any(path == p or path.startswith(p + "/") for p in prefixes):
+            found.append(path)
+    return found
 
 
 def _parent_dirs(paths: list[str]) -> list[str]:
