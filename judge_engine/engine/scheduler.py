@@ -114,22 +114,27 @@ class Scheduler:
         start now, when the running ones alone would fill the budget."""
         budget = self.max_num_batched_tokens
         demands = [seq.num_tokens - seq.num_computed_tokens for seq in self.running]
-        needs = self._newcomer_needs() if sum(demands) >= budget else []
-        room = budget - min(sum(needs), budget // 2)
-        short_newcomer = any(need <= self.long_prefill_tokens for need in needs)
-        shares = share_step(demands, room, self.long_prefill_tokens, short_newcomer)
+        newcomers = self._newcomers() if sum(demands) >= budget else []
+        room = budget - min(sum(need for _, need in newcomers), budget // 2)
+        serves_short_request = any(self._is_short_request(seq) for seq, need in zip(self.running, demands) if need) \
+            or any(self._is_short_request(seq) for seq, _ in newcomers)
+        shares = share_step(demands, room, self.long_prefill_tokens, serves_short_request)
         return {id(seq): share for seq, share in zip(self.running, shares)}
 
-    def _newcomer_needs(self) -> list[int]:
-        """The uncached prompt tokens of the waiting sequences (near the front) that could start this step."""
+    def _is_short_request(self, seq: Sequence) -> bool:
+        """Decoding, or a prompt short in all: a request someone waits on, whose steps should stay short."""
+        return seq.num_computed_tokens >= seq.num_prompt_tokens or seq.num_prompt_tokens <= self.long_prefill_tokens
+
+    def _newcomers(self) -> list[tuple[Sequence, int]]:
+        """The waiting sequences (near the front) that could start this step, with their uncached tokens."""
         if len(self.running) >= self.max_num_seqs:
             return []
-        needs = []
+        newcomers = []
         for seq in islice(self.waiting, NEWCOMER_WINDOW):
             cached = self.block_manager.computed_blocks(seq).num_tokens(self.block_size)
             if not self._waits_for_running_prefill(seq, cached, {}):
-                needs.append(seq.num_tokens - cached)
-        return needs
+                newcomers.append((seq, seq.num_tokens - cached))
+        return newcomers
 
     def _waits_for_running_prefill(self, seq: Sequence, cached: int, scheduled_end: dict[int, int]) -> bool:
         """Whether a running sequence will compute, after this step, a full block that `seq` would otherwise

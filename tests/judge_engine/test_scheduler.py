@@ -205,10 +205,11 @@ def test_random_workloads_finish_like_an_unconstrained_run(prompts, max_tokens, 
 def test_share_step_gives_short_ones_their_all_and_splits_the_rest_evenly():
     from judge_engine.engine.step_budget import share_step
 
-    assert share_step([100, 1, 3], room=32, long_prefill_tokens=8) == [8, 1, 3]        # a short step stays short
+    assert share_step([100, 1, 3], room=32, long_prefill_tokens=8, serves_short_request=True) == [8, 1, 3]
+    assert share_step([100, 1, 3], room=32, long_prefill_tokens=8) == [28, 1, 3]       # judge tails: the step fills
     assert share_step([100, 100], room=32, long_prefill_tokens=8) == [16, 16]          # two long ones side by side
     assert share_step([100, 5], room=32, long_prefill_tokens=4) == [27, 5]             # 5 > 4: both long, 5 fits
-    assert share_step([100, 100], room=32, long_prefill_tokens=8, short_newcomer=True) == [8, 8]
+    assert share_step([100, 100], room=32, long_prefill_tokens=8, serves_short_request=True) == [8, 8]
     assert share_step([100], room=20, long_prefill_tokens=8) == [20]                   # alone: the whole room
     assert share_step([0, 2, 40], room=3, long_prefill_tokens=8) == [0, 2, 1]
     assert sum(share_step([7, 9, 50, 60], room=31, long_prefill_tokens=8)) <= 31
