@@ -12,7 +12,12 @@ import os
 import stat
 from pathlib import Path
 
-MAX_INPUT_FILE_BYTES = 2 << 30   # a trajectory file, a dataset or an Inspect log; larger ones are refused
+MAX_INPUT_FILE_BYTES = 2 << 30   # a dataset or an Inspect log; larger ones are refused
+# A trajectory file (.json, .jsonl, .traj): loading one peaks at about 3 times its size in memory with long tool
+# outputs, 14 times as a long chat of short messages, up to 65 as nothing but minimal messages
+# (docs/guide/trajectories.md), so 256 MiB bounds one file to a few GiB. An Inspect .eval zip has its own limits
+# (adapters/inspect_log.py: 256 MiB a sample).
+MAX_TRAJECTORY_FILE_BYTES = 256 << 20
 MAX_JUDGE_FILE_BYTES = 16 << 20  # a calibration or verdict head file (a few KB); a larger one is refused unread
 _CHUNK = 1 << 20
 
@@ -35,12 +40,20 @@ def _kind(mode: int) -> str:
     return "not a regular file"
 
 
+def _in_units(size: int) -> str:
+    """The limit in MiB or GiB, as ' (256 MiB)', for a whole number of MiB; else nothing."""
+    if size <= 0 or size % (1 << 20):
+        return ""
+    return f" ({size >> 30} GiB)" if size % (1 << 30) == 0 else f" ({size >> 20} MiB)"
+
+
 def _check(info: os.stat_result, limit: int) -> None:
     if not stat.S_ISREG(info.st_mode):
         kind = _kind(info.st_mode)
         raise InputFileError(f"{kind if kind.startswith('not') else 'it is ' + kind}: only regular files are read")
     if info.st_size > limit:
-        raise InputFileError(f"it holds {info.st_size} bytes, more than the limit of {limit} bytes")
+        raise InputFileError(f"it holds {info.st_size} bytes, more than the limit of {limit} bytes"
+                             f"{_in_units(limit)}")
 
 
 def check_input_file(path: str | os.PathLike, limit: int | None = None) -> None:
@@ -64,7 +77,7 @@ def read_input_file(path: str | os.PathLike, limit: int | None = None) -> bytes:
                 return b"".join(chunks)
             total += len(chunk)
             if total > limit:
-                raise InputFileError(f"it grew past the limit of {limit} bytes while being read")
+                raise InputFileError(f"it grew past the limit of {limit} bytes{_in_units(limit)} while being read")
             chunks.append(chunk)
     finally:
         os.close(fd)

@@ -103,12 +103,13 @@ def _looks_like_rubric(path: Path) -> bool:
 def _looks_like_trajectory(path: Path) -> bool:
     """Whether the file decodes as JSON that is a trajectory object, chat messages or a log an adapter reads; a
     file that does not decode at all gets the decoder's positioned message, which quotes nothing."""
+    from rubrics import input_files
     from rubrics.trajectory.adapters import find_adapter
     from rubrics.input_files import read_input_file
     from rubrics.trajectory.json_text import JSONTextError, decode_utf8, loads
 
     try:
-        data = read_input_file(path)
+        data = read_input_file(path, input_files.MAX_TRAJECTORY_FILE_BYTES)   # a larger one is not read again
         if data[:4] == b"PK\x03\x04":
             return True   # a zip: its reader's messages name members and positions
         decoded = loads(decode_utf8(data.removeprefix(b"\xef\xbb\xbf")))

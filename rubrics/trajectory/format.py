@@ -122,6 +122,9 @@ class ToolCall(BaseModel):
         return data
 
 
+_ROLES = {role: role for role in ("system", "developer", "user", "assistant", "tool", "function")}
+
+
 class Message(BaseModel):
     model_config = ConfigDict(extra="allow")
 
@@ -146,6 +149,9 @@ class Message(BaseModel):
             calls.append({"function": legacy})
         data["tool_calls"] = calls
         data["content"] = _as_text(content)
+        role = data.get("role")
+        if isinstance(role, str):   # one string object per role, not one per message (a long chat holds many)
+            data["role"] = _ROLES.get(role, role)
         return data
 
     @field_validator("tool_call_id", "name", mode="before")

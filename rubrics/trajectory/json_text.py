@@ -161,9 +161,9 @@ def text_lines(data: bytes) -> Iterator[TextLine]:
     Lines end at "\\n" only: U+2028, U+0085 and friends may appear raw inside JSON strings.
     """
     try:
-        lines: list[str | bytes] = list(data.decode("utf-8").split("\n"))
+        lines: Iterator[str | bytes] = _pieces(data.decode("utf-8"), "\n")
     except UnicodeDecodeError:
-        lines = list(data.split(b"\n"))
+        lines = _pieces(data, b"\n")
     for number, line in enumerate(lines, start=1):
         if isinstance(line, str):
             yield TextLine(number, line)
@@ -172,6 +172,15 @@ def text_lines(data: bytes) -> Iterator[TextLine]:
             yield TextLine(number, decode_utf8(line))
         except JSONTextError as error:
             yield TextLine(number, None, error)
+
+
+def _pieces(text, separator) -> Iterator:
+    """text.split(separator), one piece at a time: a large file is never held as a list of all its lines."""
+    start = 0
+    while (end := text.find(separator, start)) >= 0:
+        yield text[start:end]
+        start = end + 1
+    yield text[start:]
 
 
 def escape_surrogates(text: str) -> str:

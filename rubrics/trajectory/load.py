@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -115,12 +116,18 @@ def _decode(text: str) -> Any:
         raise _Problem(str(error), error.line - 1) from None
 
 
-def _load_one(text: str, path: str, line: int, default_id: str | None) -> Trajectory:
-    """Decodes and validates one entry; failures become TrajectoryLoadError("path:line", message)."""
+def _load_one(text: str | bytes, path: str, line: int, default_id: str | None) -> Trajectory:
+    """Decodes and validates one entry; failures become TrajectoryLoadError("path:line", message). text: the entry's
+    JSON text, or the UTF-8 bytes of a whole file: their text is then held only while it is decoded, not beside
+    the models being built (a document with one character past Latin-1 takes 2 or 4 bytes a character as text),
+    and decoded again only to place an error."""
     try:
-        trajectory = _validate(_decode(text), default_id)
+        # The decoded value is passed, never named here: _validate's copy is then its only holder, and each raw
+        # message is freed as soon as its Message is built (_validate_messages_in_place).
+        trajectory = _validate(_decode(text if isinstance(text, str) else text.decode("utf-8")), default_id)
     except _Problem as problem:
-        offset = problem.line_offset or _line_offset_of(text, problem.loc)
+        offset = problem.line_offset or _line_offset_of(text if isinstance(text, str) else text.decode("utf-8"),
+                                                        problem.loc)
         raise TrajectoryLoadError(f"{path}:{line + offset}", problem.message) from None
     trajectory.source = f"{path}:{line}"
     return trajectory
@@ -167,13 +174,21 @@ def _line_offset_of(text: str, loc: tuple) -> int:
     return text.count("\n", 0, position)
 
 
+# The first character of each line that is not blank (bytes.strip's whitespace), found without copying the lines.
+_LINE_START = re.compile(rb"^[ \t\r\x0b\x0c]*([^ \t\r\x0b\x0c\n])", re.MULTILINE)
+
+
 def _looks_like_jsonl(path: Path, data: bytes) -> bool:
     if path.suffix.lower() in (".jsonl", ".ndjson"):
         return True
     if path.suffix.lower() == ".json":
         return False
-    lines = [line for line in data.split(b"\n") if line.strip()]
-    return len(lines) > 1 and all(line.lstrip()[:1] in (b"{", b"[") for line in lines)
+    lines = 0
+    for match in _LINE_START.finditer(data):
+        if match.group(1) not in (b"{", b"["):
+            return False
+        lines += 1
+    return lines > 1
 
 
 def _jsonl_entries(path: Path, data: bytes) -> Iterator[Trajectory | TrajectoryLoadError]:
@@ -191,16 +206,18 @@ def _load_entry(line: TextLine, path: Path) -> Trajectory | TrajectoryLoadError:
         return error
 
 
-def _entries(path: Path, text: str) -> Iterator[tuple[str, int, str]]:
-    """Yields (JSON text, first line, default id) for each trajectory in a .json file: each element of a JSON array
-    of trajectory objects is an entry that starts on its own line, and one bad element costs only itself."""
+_STARTS_AN_ARRAY = re.compile(rb"[ \t\r\n]*\[")
+
+
+def _array_entries(path: Path, text: str) -> Iterator[tuple[str, int, str]] | None:
+    """(JSON text, first line, default id) of each trajectory of a .json file that is a JSON array of trajectory
+    objects: each element is an entry that starts on its own line, and one bad element costs only itself. None for
+    any other document (one trajectory)."""
     spans = top_level_array_spans(text)
     if not (spans and _is_trajectory_array(text, spans)):
-        yield text, 1, path.stem  # _load_one decodes it and reports where it fails
-        return
-    for index, (start, end) in enumerate(spans):
-        line = text.count("\n", 0, start) + 1
-        yield text[start:end], line, f"{path.stem}:{index + 1}"
+        return None
+    return ((text[start:end], text.count("\n", 0, start) + 1, f"{path.stem}:{index + 1}")
+            for index, (start, end) in enumerate(spans))
 
 
 def _is_trajectory_array(text: str, spans: list[tuple[int, int]]) -> bool:
@@ -220,7 +237,10 @@ def _is_trajectory_array(text: str, spans: list[tuple[int, int]]) -> bool:
 
 def iter_trajectory_file(path: str | Path) -> Iterator[Trajectory | TrajectoryLoadError]:
     """Yields every trajectory of a .json or .jsonl file; a bad entry is yielded as a TrajectoryLoadError. Only a
-    regular file is read (a device or a FIFO is a TrajectoryLoadError: rubrics.input_files)."""
+    regular file is read (a device or a FIFO is a TrajectoryLoadError: rubrics.input_files), and one of at most
+    MAX_TRAJECTORY_FILE_BYTES (a larger one is a TrajectoryLoadError naming its size and the limit, read not at
+    all); an Inspect .eval zip has the limits of its reader."""
+    from rubrics import input_files
     from rubrics.input_files import check_input_file, read_input_file
 
     path = Path(path)
@@ -229,14 +249,16 @@ def iter_trajectory_file(path: str | Path) -> Iterator[Trajectory | TrajectoryLo
         if zipped:
             check_input_file(path)
         else:
-            data = read_input_file(path).removeprefix(b"\xef\xbb\xbf")   # a UTF-8 byte order mark is no content
+            data = read_input_file(path, input_files.MAX_TRAJECTORY_FILE_BYTES)
+            if data.startswith(b"\xef\xbb\xbf"):   # a UTF-8 byte order mark is no content
+                data = data[3:]
     except (OSError, ValueError) as error:  # ValueError: a NUL in the path
         yield TrajectoryLoadError(str(path), f"cannot read: {error}")
         return
     if zipped:
         yield from _adapter_file(path)
         return
-    if not data.strip():
+    if re.fullmatch(rb"\s*", data):   # blank (no copy of a large file made to tell)
         yield TrajectoryLoadError(f"{path}:1", "empty file")
         return
     if path.suffix.lower() == ".eval" or data[:4] == b"PK\x03\x04":   # a zip: an Inspect .eval log
@@ -250,23 +272,34 @@ def iter_trajectory_file(path: str | Path) -> Iterator[Trajectory | TrajectoryLo
     except JSONTextError as error:
         yield TrajectoryLoadError(f"{path}:{error.line}", str(error))
         return
-    for entry, line, default_id in _entries(path, text):
-        # the whole file is one document: an Inspect log in it holds many samples (a cheap look before decoding)
-        whole = default_id == path.stem and entry.lstrip().startswith("{") and '"samples"' in entry
-        several = _several(entry, path, line) if whole else None
-        if several is not None:
-            yield from several
-            continue
-        try:
-            yield _load_one(entry, str(path), line, default_id)
-        except TrajectoryLoadError as error:
-            yield error
+    entries = _array_entries(path, text) if _STARTS_AN_ARRAY.match(data) else None
+    if entries is not None:
+        del data
+        for entry, line, default_id in entries:
+            yield _loaded_or_error(entry, path, line, default_id)
+        return
+    # One document: only its bytes are kept while it loads (the smallest form of it; _load_one decodes them)
+    del text
+    # an Inspect log in it holds many samples (a cheap look before decoding)
+    several = _several(data, path, 1) if re.match(rb"\s*\{", data) and b'"samples"' in data else None
+    if several is not None:
+        yield from several
+        return
+    yield _loaded_or_error(data, path, 1, path.stem)
 
 
-def _several(text: str, path: Path, line: int) -> list[Trajectory | TrajectoryLoadError] | None:
-    """Each trajectory of a document that an adapter reads as several (an Inspect log's samples); None otherwise."""
+def _loaded_or_error(entry: str | bytes, path: Path, line: int, default_id: str) -> Trajectory | TrajectoryLoadError:
     try:
-        data = _decode(text)
+        return _load_one(entry, str(path), line, default_id)
+    except TrajectoryLoadError as error:
+        return error
+
+
+def _several(text: bytes, path: Path, line: int) -> list[Trajectory | TrajectoryLoadError] | None:
+    """Each trajectory of a document (its UTF-8 bytes) that an adapter reads as several (an Inspect log's samples);
+    None otherwise."""
+    try:
+        data = _decode(text.decode("utf-8"))
         adapted = _adapted(data)
     except _Problem:
         return None   # _load_one decodes it again and reports where it fails
