@@ -34,7 +34,7 @@ class EngineConfig:
     max_num_batched_tokens: int = 2048
     # a prompt with more tokens left than this is long: while a step serves a short request (a decode, a short
     # prompt), a long one computes at most this many tokens in it (judge_engine/engine/step_budget.py)
-    long_prefill_tokens: int = 64
+    long_prefill_tokens: int = 32
     kv_cache_bytes: int | None = None  # CPU budget; on CUDA, None means "size from gpu_memory_utilization"
     enable_prefix_caching: bool = True
     attention_backend: str | None = None

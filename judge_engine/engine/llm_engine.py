@@ -21,6 +21,7 @@ from judge_engine.engine.model_runner import ModelRunner
 from judge_engine.engine.output_processor import OutputProcessor, SampleGroup, TrackedRequest
 from judge_engine.outputs import RequestOutput
 from judge_engine.engine.sampler import SamplingError, SamplingParams, make_generator, sample
+from judge_engine.engine.step_budget import attention_break_even
 from judge_engine.engine.scheduler import Scheduler, ScheduledSequence, SchedulerOutput
 from judge_engine.engine.sequence import (Sequence, SequenceStatus, resolve_hidden_layers,
                                           resolve_hidden_positions)
@@ -51,7 +52,8 @@ class LLMEngine:
         self.stats_counters = EngineStats(kv_blocks_total=num_blocks, block_size=config.block_size)
         self.scheduler = Scheduler(self.block_manager, config.max_num_seqs, config.max_num_batched_tokens,
                                    self.stats_counters, sliding_window=self.spec.sliding_window,
-                                   long_prefill_tokens=config.long_prefill_tokens)
+                                   long_prefill_tokens=config.long_prefill_tokens,
+                                   break_even=attention_break_even(self.spec))
         self.runner = ModelRunner(self.model, kv_caches, config.block_size, self.device)
         eos = set(self.spec.eos_token_ids)
         if self.tokenizer.eos_token_id is not None:

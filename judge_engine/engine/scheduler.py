@@ -22,12 +22,12 @@ from itertools import islice
 from judge_engine.engine.block_manager import BlockManager
 from judge_engine.engine.sequence import Sequence, SequenceStatus
 from judge_engine.engine.stats import EngineStats
-from judge_engine.engine.step_budget import share_step
+from judge_engine.engine.step_budget import SHORT_REQUEST_CHUNKS, share_step
 
 # How many waiting sequences a step passes over (or looks at, for room to keep) to find newcomers that can start
 # at once: each costs a prefix match.
 NEWCOMER_WINDOW = 16
-DEFAULT_LONG_PREFILL_TOKENS = 64
+DEFAULT_LONG_PREFILL_TOKENS = 32
 
 
 @dataclass
@@ -56,15 +56,17 @@ class SchedulerOutput:
 class Scheduler:
     def __init__(self, block_manager: BlockManager, max_num_seqs: int, max_num_batched_tokens: int,
                  stats: EngineStats, sliding_window: int | None = None,
-                 long_prefill_tokens: int = DEFAULT_LONG_PREFILL_TOKENS) -> None:
+                 long_prefill_tokens: int = DEFAULT_LONG_PREFILL_TOKENS, break_even: int | None = None) -> None:
         """sliding_window: every layer of the model attends only this many keys (blocks left of it are freed).
-        long_prefill_tokens: a prompt with more tokens left than this is long (step_budget.py)."""
+        long_prefill_tokens: a prompt with more tokens left than this is long; break_even: the context length at
+        which a token's attention costs its linear maps, to count deep tokens at their cost (step_budget.py)."""
         self.block_manager = block_manager
         self.sliding_window = sliding_window
         self.block_size = block_manager.block_size
         self.max_num_seqs = max_num_seqs
         self.max_num_batched_tokens = max_num_batched_tokens
         self.long_prefill_tokens = long_prefill_tokens
+        self.break_even = break_even
         self.stats = stats
         self.waiting: deque[Sequence] = deque()
         self.running: list[Sequence] = []
@@ -116,14 +118,16 @@ class Scheduler:
         demands = [seq.num_tokens - seq.num_computed_tokens for seq in self.running]
         newcomers = self._newcomers() if sum(demands) >= budget else []
         room = budget - min(sum(need for _, need in newcomers), budget // 2)
-        serves_short_request = any(self._is_short_request(seq) for seq, need in zip(self.running, demands) if need) \
-            or any(self._is_short_request(seq) for seq, _ in newcomers)
-        shares = share_step(demands, room, self.long_prefill_tokens, serves_short_request)
+        active = [(seq, need) for seq, need in zip(self.running, demands) if need] + newcomers
+        # a short request beside others: a lone prompt's own last chunks are nobody's reason to go slowly
+        serves_short_request = len(active) > 1 and any(self._is_short_request(seq, need) for seq, need in active)
+        positions = [seq.num_computed_tokens for seq in self.running]
+        shares = share_step(demands, room, self.long_prefill_tokens, serves_short_request, positions, self.break_even)
         return {id(seq): share for seq, share in zip(self.running, shares)}
 
-    def _is_short_request(self, seq: Sequence) -> bool:
-        """Decoding, or a prompt short in all: a request someone waits on, whose steps should stay short."""
-        return seq.num_computed_tokens >= seq.num_prompt_tokens or seq.num_prompt_tokens <= self.long_prefill_tokens
+    def _is_short_request(self, seq: Sequence, need: int) -> bool:
+        """Decoding, or with little prompt left to compute: a request whose steps should stay short."""
+        return seq.num_computed_tokens >= seq.num_prompt_tokens or need <= SHORT_REQUEST_CHUNKS * self.long_prefill_tokens
 
     def _newcomers(self) -> list[tuple[Sequence, int]]:
         """The waiting sequences (near the front) that could start this step, with their uncached tokens."""

@@ -28,6 +28,7 @@ class ModelSpec:
     eos_token_ids: tuple[int, ...]
     bos_token_id: int | None
     sliding_window: int | None = None  # every layer attends only this many keys (None: some or all see all)
+    intermediate_size: int | None = None  # the MLP's width: with the others, what a token's linear maps cost
 
     @classmethod
     def from_config(cls, config) -> "ModelSpec":
@@ -45,6 +46,7 @@ class ModelSpec:
             bos_token_id=config.bos_token_id,
             # optional in a family's config: only a model whose every layer is windowed sets it
             sliding_window=getattr(config, "sliding_window", None),
+            intermediate_size=getattr(config, "intermediate_size", None),
         )
 
 

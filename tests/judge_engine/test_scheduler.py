@@ -213,6 +213,23 @@ def test_share_step_gives_short_ones_their_all_and_splits_the_rest_evenly():
     assert share_step([100], room=20, long_prefill_tokens=8) == [20]                   # alone: the whole room
     assert share_step([0, 2, 40], room=3, long_prefill_tokens=8) == [0, 2, 1]
     assert sum(share_step([7, 9, 50, 60], room=31, long_prefill_tokens=8)) <= 31
+    # deep in a prompt a token costs its attention too: at 3,000 tokens in, with break-even 1,000, four times
+    assert share_step([1000], room=100, long_prefill_tokens=64, positions=[3000], break_even=1000) == [25]
+    assert share_step([1000], room=100, long_prefill_tokens=64, positions=[0], break_even=1000) == [100]
+    assert share_step([1000, 1], room=100, long_prefill_tokens=64, serves_short_request=True, positions=[3000, 5],
+                      break_even=1000) == [16, 1]
+
+
+def test_the_attention_break_even_of_the_served_models():
+    from judge_engine.engine.step_budget import attention_break_even
+    from judge_engine.models.config import LlamaFamilyConfig
+
+    smollm2_135m = LlamaFamilyConfig.from_dict({
+        "architectures": ["LlamaForCausalLM"], "vocab_size": 49152, "hidden_size": 576, "intermediate_size": 1536,
+        "num_hidden_layers": 30, "num_attention_heads": 9, "num_key_value_heads": 3, "rms_norm_eps": 1e-5,
+        "max_position_embeddings": 8192})
+    assert attention_break_even(smollm2_135m) == 3072
+    assert attention_break_even(object()) is None
 
 
 def test_a_short_request_is_not_stuck_behind_a_long_prompt():
