@@ -349,6 +349,19 @@ def test_rubric_serve_takes_the_connection_limits():
         assert done.returncode == 2 and "expected a positive" in done.stderr, done.stderr
 
 
+def test_rubric_serve_steps_in_small_budgets_on_the_cpu():
+    """A step cannot be interrupted: on the CPU a served step is short, so a client arriving mid-step waits little."""
+    from rubrics.cli import serve as serve_cli
+    from rubrics.cli.main import build_parser
+
+    cpu = build_parser().parse_args(["serve"])
+    assert (serve_cli.step_budget(cpu), serve_cli.long_prefill_tokens(cpu)) == (128, 16)
+    cuda = build_parser().parse_args(["serve", "--device", "cuda"])
+    assert (serve_cli.step_budget(cuda), serve_cli.long_prefill_tokens(cuda)) == (2048, 32)
+    chosen = build_parser().parse_args(["serve", "--max-num-batched-tokens", "512", "--long-prefill-tokens", "64"])
+    assert (serve_cli.step_budget(chosen), serve_cli.long_prefill_tokens(chosen)) == (512, 64)
+
+
 def test_the_uvicorn_config_carries_the_limits():
     from judge_engine.server.connections import uvicorn_config
 
