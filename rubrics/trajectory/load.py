@@ -99,6 +99,7 @@ def _validate_messages_in_place(data: dict) -> None:
     messages = data.get("messages")
     if not isinstance(messages, list):
         return
+    _check_parts(messages)
     messages = data["messages"] = list(messages)   # our own list: a caller's list of messages is never changed
     for index, raw in enumerate(messages):
         if not isinstance(raw, dict):
@@ -107,6 +108,19 @@ def _validate_messages_in_place(data: dict) -> None:
             messages[index] = Message.model_validate(raw)
         except ValidationError:
             return
+
+
+# Messages and tool calls one trajectory may hold. Each becomes an object of about 600 bytes whatever its text, so
+# a file of nothing but minimal messages would cost 50 times its size as models; counted on the parsed JSON, before
+# any model is built (docs/guide/trajectories.md).
+MAX_MESSAGES_AND_CALLS = 1_000_000
+
+
+def _check_parts(messages: list) -> None:
+    calls = sum(len(m["tool_calls"]) for m in messages if isinstance(m, dict) and isinstance(m.get("tool_calls"), list))
+    if len(messages) + calls > MAX_MESSAGES_AND_CALLS:
+        raise _Problem(f"holds {len(messages)} messages and {calls} tool calls, more than the "
+                       f"{MAX_MESSAGES_AND_CALLS} a trajectory may hold in all", loc=("messages",))
 
 
 def _decode(text: str) -> Any:

@@ -130,3 +130,20 @@ def test_loading_costs_a_bounded_multiple_of_the_file(tmp_path):
         tracemalloc.stop()
     assert isinstance(trajectory, Trajectory) and len(trajectory.messages) > 30_000
     assert peak < 18 * size, f"peak {peak / size:.1f} times the file"
+
+
+def test_a_trajectory_of_more_messages_and_calls_than_the_limit_is_an_error_of_its_own(tmp_path, monkeypatch):
+    """Each message or tool call is an object of some 600 bytes whatever its text: a file of minimal messages
+    would cost fifty times its size. The count is checked on the parsed JSON, before any model is built."""
+    from rubrics.trajectory import load as trajectory_load
+
+    assert trajectory_load.MAX_MESSAGES_AND_CALLS == 1_000_000
+    monkeypatch.setattr(trajectory_load, "MAX_MESSAGES_AND_CALLS", 5)
+    many = chat("many", 4)
+    many["messages"][0]["tool_calls"] = [{"name": "f", "arguments": {}}, {"name": "g", "arguments": {}}]
+    lines = tmp_path / "batch.jsonl"
+    lines.write_text("\n".join(json.dumps(t) for t in (chat("before", 2), many, chat("after", 5))) + "\n")
+    outcomes = list(iter_trajectory_file(lines))
+    assert [o.id for o in outcomes if isinstance(o, Trajectory)] == ["before", "after"]
+    error, = [o for o in outcomes if isinstance(o, TrajectoryLoadError)]
+    assert str(error) == f"{lines}:2: holds 4 messages and 2 tool calls, more than the 5 a trajectory may hold in all"
