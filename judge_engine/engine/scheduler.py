@@ -5,8 +5,8 @@ its next chunk), sharing the step's budget as step_budget.py says: short ones wh
 prompt in small chunks while a short request shares its step, and room kept for newcomers that could start now.
 Then waiting ones are admitted first come first served, each taking what the prefix cache holds and a chunk of
 the rest; one whose next block of prompt a running sequence is still computing waits for it (admitted now, it
-would compute that block a second time), and the ones behind it may go first. When a running sequence needs a block and none is free, the most recently admitted
-sequence is preempted: its blocks are released and it is recomputed later (its computed full blocks stay in the
+would compute that block a second time), and the ones behind it may go first. When a running sequence needs a
+block and none is free, the most recently admitted sequence is preempted: its blocks are released and it is recomputed later (its computed full blocks stay in the
 prefix cache, so the recompute is mostly cache hits). A waiting sequence whose prefix is being computed by a
 sequence scheduled earlier in the same step shares those blocks at once: the judge's criteria of one trajectory
 all run in the step that computes their shared prefix, and nothing is computed twice.
@@ -127,7 +127,8 @@ class Scheduler:
 
     def _is_short_request(self, seq: Sequence, need: int) -> bool:
         """Decoding, or with little prompt left to compute: a request whose steps should stay short."""
-        return seq.num_computed_tokens >= seq.num_prompt_tokens or need <= SHORT_REQUEST_CHUNKS * self.long_prefill_tokens
+        decoding = seq.num_computed_tokens >= seq.num_prompt_tokens
+        return decoding or need <= SHORT_REQUEST_CHUNKS * self.long_prefill_tokens
 
     def _newcomers(self) -> list[tuple[Sequence, int]]:
         """The waiting sequences (near the front) that could start this step, with their uncached tokens."""

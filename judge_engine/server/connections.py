@@ -10,16 +10,16 @@ times out, accept() fails with EMFILE, and every failure writes a log line. So:
   is closed, and the handler sees a disconnect.
 - **connection caps**: at most `max_connections` open connections in all and `max_connections_per_client` from one
   client address; a connection over either cap is answered 503 at once and closed, so it holds its descriptor
-  for microseconds.
+  for microseconds. uvicorn's own `limit_concurrency` (503 for a request once that many connections or tasks
+  are active; set one above `max_connections`, for requests pipelined on open connections) and
+  `timeout_keep_alive` (`keep_alive_s`, an idle connection between requests) are set from the same limits.
 - **strangers give way**: a connection is a stranger until it has sent a whole request's headers (carrying the
   API key, when the server has one). A stranger holds a slot only until somebody needs it: a new connection that
   would be over a cap first closes the oldest stranger of the same cap (of its own address for the per-client
   cap) that has been open at least `stranger_grace_s`, and is refused only when there is none. So idle
   connections that never authenticate, however many addresses open them, cannot keep out a client that
   authenticates, nor another client of their own address; the grace keeps a burst of honest connections, accepted
-  before any of them could send its headers, from closing each other. uvicorn's own `limit_concurrency` (503 for a request once that many connections or tasks
-  are active; set one above `max_connections`, for requests pipelined on open connections) and
-  `timeout_keep_alive` (`keep_alive_s`, an idle connection between requests) are set from the same limits.
+  before any of them could send its headers, from closing each other.
 - **repeated log records** (the same logger, level and message template) are written once per
   `log_repeat_window_s`; the next one written after the window says how many were left out, and so does one
   line per kind at shutdown (RepeatFilter.flush).

@@ -183,7 +183,8 @@ def run(args) -> int:
 
     limits = connection_limits(args)
     print(f"serving {name} on http://{args.host}:{args.port}/v1 (Ctrl-C stops)", file=sys.stderr, flush=True)
-    config = uvicorn_config(app, args.host, args.port, limits, api_key=args.api_key, log_level=args.log_level, timeout_graceful_shutdown=5)
+    config = uvicorn_config(app, args.host, args.port, limits, api_key=args.api_key, log_level=args.log_level,
+                            timeout_graceful_shutdown=5)
     config.load()                       # uvicorn's loggers are configured by now; the filter goes on after
     repeats = install_repeat_filter(limits.log_repeat_window_s)
 
