@@ -10,8 +10,8 @@ and every write is one short transaction. The cache is an accelerator, never a s
 that belongs to something else (tables that are not the cache's) is left untouched -- never written, never moved,
 never switched to WAL -- and the run goes without a cache, with a warning; a file that is not a sqlite database at
 all, or a cache of another format version, is moved aside with a warning and a fresh one started; a cache that is
-merely busy (locked by another process past the busy timeout) is busy, not corrupt: the run goes without it, with
-a warning, and the file stays as it is. A database error later on turns the cache off for the rest of the run, with
+merely busy (locked by another process past the busy timeout), or that sqlite fails to read at that moment (a disk
+I/O error), is not corrupt: the run goes without it, with a warning, and the file stays as it is. A database error later on turns the cache off for the rest of the run, with
 a warning, and grading goes on.
 """
 from __future__ import annotations
@@ -129,7 +129,12 @@ class VerdictCache:
             return
         except _Damaged as exc:
             damaged = str(exc)
-        except sqlite3.DatabaseError as exc:   # a damaged cache of ours
+        except sqlite3.DatabaseError as exc:
+            if not _is_corruption(exc):
+                # a disk I/O error, a lock the busy timeout did not outwait: the file may be fine, and another
+                # connection may hold verdicts in its journal that moving it would lose
+                _warn(f"verdict cache {self.path}: cannot be opened now ({exc}); {busy}")
+                return
             damaged = f"not a readable sqlite database ({exc})"
         aside = self._move_aside()
         _warn(f"verdict cache {self.path}: {damaged}; moved it to {aside.name if aside else '(could not move)'} "
@@ -232,6 +237,16 @@ class VerdictCache:
         _warn(f"verdict cache {self.path}: cannot {action} ({type(exc).__name__}: {exc}); "
               "the rest of this run goes without the cache")
         self.close()
+
+
+def _is_corruption(exc: sqlite3.DatabaseError) -> bool:
+    """Whether sqlite says the file itself is bad (not a database, a malformed image), as opposed to failing to
+    read it now."""
+    name = getattr(exc, "sqlite_errorname", None) or ""
+    if name:
+        return name.startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB"))
+    text = str(exc)
+    return "not a database" in text or "malformed" in text
 
 
 class _ForeignFile(Exception):

@@ -166,6 +166,33 @@ def test_a_busy_cache_is_busy_not_corrupt(tmp_path, monkeypatch):
     assert VerdictCache(path).get_many(["k"])["k"].met is True   # the same file, once free
 
 
+def test_a_disk_error_while_opening_keeps_the_file_and_its_journal(tmp_path, monkeypatch):
+    """A judge benchmark lost 44 minutes of verdicts this way: a second connection of the same process met a
+    'disk I/O error' while opening, took the cache for damaged and moved it aside with the journal another
+    connection was still writing. A read failure is not a damaged file: the run goes on without the cache."""
+    import rubrics.judges.verdict_cache as verdict_cache
+
+    path = tmp_path / "v.sqlite"
+    writer = VerdictCache(path)
+    writer.put_many({"k": Verdict(met=True, probability=0.9)})   # still in the journal, and the writer stays open
+
+    def failing(self):
+        raise sqlite3.OperationalError("disk I/O error")
+
+    monkeypatch.setattr(verdict_cache.VerdictCache, "_connect_once", failing)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        second = VerdictCache(path)
+    messages = [str(w.message) for w in caught if issubclass(w.category, VerdictCacheWarning)]
+    assert len(messages) == 1 and "cannot be opened now (disk I/O error)" in messages[0], messages
+    assert "without the cache (the file stays as it is)" in messages[0]
+    assert not second.enabled and not list(tmp_path.glob("v.sqlite.bad-*"))
+    assert writer.get_many(["k"])["k"].met is True
+    monkeypatch.undo()
+    writer.close()
+    assert VerdictCache(path).get_many(["k"])["k"].met is True
+
+
 def test_a_planted_verdict_whose_met_disagrees_with_its_probability_is_a_miss(tmp_path):
     inner = KeyedScriptedJudge()
     cache = VerdictCache(tmp_path / "v.sqlite")
