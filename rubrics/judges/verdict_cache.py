@@ -11,8 +11,8 @@ that belongs to something else (tables that are not the cache's) is left untouch
 never switched to WAL -- and the run goes without a cache, with a warning; a file that is not a sqlite database at
 all, or a cache of another format version, is moved aside with a warning and a fresh one started; a cache that is
 merely busy (locked by another process past the busy timeout), or that sqlite fails to read at that moment (a disk
-I/O error), is not corrupt: the run goes without it, with a warning, and the file stays as it is. A database error later on turns the cache off for the rest of the run, with
-a warning, and grading goes on.
+I/O error), is not corrupt: the run goes without it, with a warning, and the file stays as it is. A database error
+later on turns the cache off for the rest of the run, with a warning, and grading goes on.
 """
 from __future__ import annotations
 
