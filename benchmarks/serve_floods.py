@@ -32,7 +32,8 @@ from dataclasses import dataclass, field
 
 import httpx
 
-SERVED = "judge"
+from serve_load import SERVED, percentile  # benchmarks/ is on sys.path when run as a script
+
 API_KEY = "flood-benchmark-key"
 PROBE = [{"role": "user", "content": "Is 17 a prime number? Answer Yes or No."}]
 
@@ -62,11 +63,6 @@ def probe_latencies(base: str, count: int, max_tokens: int) -> tuple[list[float]
             failures += 1
             print(f"  probe failed: {type(error).__name__}: {str(error)[:200]}", file=sys.stderr)
     return latencies, failures
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
 
 
 def tokenizer_flood(base: str, stop: threading.Event) -> Flood:

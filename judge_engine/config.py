@@ -32,8 +32,8 @@ class EngineConfig:
     block_size: int | None = None  # None: DEFAULT_BLOCK_SIZE for the device
     max_num_seqs: int = 256
     max_num_batched_tokens: int = 2048
-    # a prompt with more tokens left than this is long: while a step serves a short request (a decode, a short
-    # prompt), a long one computes at most this many tokens in it (judge_engine/engine/step_budget.py)
+    # while a step serves a short request (a decode, a prompt with at most four such chunks left), a long prompt
+    # computes at most this many tokens' worth in it (judge_engine/engine/step_budget.py)
     long_prefill_tokens: int = 32
     kv_cache_bytes: int | None = None  # CPU budget; on CUDA, None means "size from gpu_memory_utilization"
     enable_prefix_caching: bool = True

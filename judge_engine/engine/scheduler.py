@@ -6,17 +6,17 @@ prompt in small chunks while a short request shares its step, and room kept for 
 Then waiting ones are admitted first come first served, each taking what the prefix cache holds and a chunk of
 the rest; one whose next block of prompt a running sequence is still computing waits for it (admitted now, it
 would compute that block a second time), and the ones behind it may go first. When a running sequence needs a
-block and none is free, the most recently admitted sequence is preempted: its blocks are released and it is recomputed later (its computed full blocks stay in the
-prefix cache, so the recompute is mostly cache hits). A waiting sequence whose prefix is being computed by a
-sequence scheduled earlier in the same step shares those blocks at once: the judge's criteria of one trajectory
-all run in the step that computes their shared prefix, and nothing is computed twice.
+block and none is free, the most recently admitted sequence is preempted: its blocks are released and it is
+recomputed later (its computed full blocks stay in the prefix cache, so the recompute is mostly cache hits). A
+waiting sequence whose prefix is being computed by a sequence scheduled earlier in the same step shares those
+blocks at once: the judge's criteria of one trajectory all run in the step that computes their shared prefix,
+and nothing is computed twice.
 """
 
 from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
-
 from itertools import islice
 
 from judge_engine.engine.block_manager import BlockManager
@@ -27,7 +27,6 @@ from judge_engine.engine.step_budget import SHORT_REQUEST_CHUNKS, share_step
 # How many waiting sequences a step passes over (or looks at, for room to keep) to find newcomers that can start
 # at once: each costs a prefix match.
 NEWCOMER_WINDOW = 16
-DEFAULT_LONG_PREFILL_TOKENS = 32
 
 
 @dataclass
@@ -55,11 +54,12 @@ class SchedulerOutput:
 
 class Scheduler:
     def __init__(self, block_manager: BlockManager, max_num_seqs: int, max_num_batched_tokens: int,
-                 stats: EngineStats, sliding_window: int | None = None,
-                 long_prefill_tokens: int = DEFAULT_LONG_PREFILL_TOKENS, break_even: int | None = None) -> None:
-        """sliding_window: every layer of the model attends only this many keys (blocks left of it are freed).
-        long_prefill_tokens: a prompt with more tokens left than this is long; break_even: the context length at
-        which a token's attention costs its linear maps, to count deep tokens at their cost (step_budget.py)."""
+                 stats: EngineStats, *, long_prefill_tokens: int, sliding_window: int | None = None,
+                 break_even: int | None = None) -> None:
+        """long_prefill_tokens: what a long prompt computes in a step it shares with a short request (the
+        engine's config); sliding_window: every layer of the model attends only this many keys (blocks left of
+        it are freed); break_even: the context length at which a token's attention costs its linear maps, to
+        count deep tokens at their cost (step_budget.py)."""
         self.block_manager = block_manager
         self.sliding_window = sliding_window
         self.block_size = block_manager.block_size

@@ -27,7 +27,6 @@ times out, accept() fails with EMFILE, and every failure writes a log line. So:
 
 from __future__ import annotations
 
-import hmac
 import json
 import logging
 import time
@@ -37,6 +36,8 @@ from typing import Any, Callable
 
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from judge_engine.server.auth import bearer, carries_key
 
 log = logging.getLogger("judge_engine.server")
 
@@ -112,7 +113,7 @@ def guarded_protocol(limits: ConnectionLimits, api_key: str | None = None) -> ty
     connection stops being a stranger with its first request that carries `Authorization: Bearer <api_key>`."""
     per_client: dict[Any, int] = {}
     strangers = Strangers()
-    expected = f"Bearer {api_key}".encode() if api_key else None
+    expected = bearer(api_key) if api_key else None
 
     class GuardedH11Protocol(H11Protocol):
         _limits = limits
@@ -160,10 +161,7 @@ def guarded_protocol(limits: ConnectionLimits, api_key: str | None = None) -> ty
             """Whether the request whose headers have arrived makes this connection known to the server."""
             if self.headers is None:
                 return False
-            if expected is None:
-                return True
-            given = dict(self.headers).get(b"authorization", b"")
-            return hmac.compare_digest(given, expected)
+            return expected is None or carries_key(self.headers, expected)
 
         def _refuse(self, message: str) -> None:
             log.warning("refused a connection: %s", message)

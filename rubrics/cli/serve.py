@@ -111,15 +111,22 @@ def positive_int(text: str) -> int:
 
 
 def step_budget(args) -> int:
-    if args.max_num_batched_tokens is not None:
-        return args.max_num_batched_tokens
-    return SERVE_CPU_STEP_TOKENS if args.device == "cpu" else 2048
+    return _step_option(args.max_num_batched_tokens, args.device, SERVE_CPU_STEP_TOKENS, "max_num_batched_tokens")
 
 
 def long_prefill_tokens(args) -> int:
-    if args.long_prefill_tokens is not None:
-        return args.long_prefill_tokens
-    return SERVE_CPU_LONG_PREFILL_TOKENS if args.device == "cpu" else 32
+    return _step_option(args.long_prefill_tokens, args.device, SERVE_CPU_LONG_PREFILL_TOKENS, "long_prefill_tokens")
+
+
+def _step_option(given: int | None, device: str, on_cpu: int, field: str) -> int:
+    """The flag's value; else serving's own on the CPU; else the engine's default (EngineConfig's field)."""
+    if given is not None:
+        return given
+    if device == "cpu":
+        return on_cpu
+    from judge_engine import EngineConfig
+
+    return getattr(EngineConfig, field)
 
 
 def engine_config(args):

@@ -117,7 +117,8 @@ MAX_MESSAGES_AND_CALLS = 1_000_000
 
 
 def _check_parts(messages: list) -> None:
-    calls = sum(len(m["tool_calls"]) for m in messages if isinstance(m, dict) and isinstance(m.get("tool_calls"), list))
+    calls = sum(len(m["tool_calls"]) for m in messages
+                if isinstance(m, dict) and isinstance(m.get("tool_calls"), list))
     if len(messages) + calls > MAX_MESSAGES_AND_CALLS:
         raise _Problem(f"holds {len(messages)} messages and {calls} tool calls, more than the "
                        f"{MAX_MESSAGES_AND_CALLS} a trajectory may hold in all", loc=("messages",))
@@ -138,13 +139,16 @@ def _load_one(text: str | bytes, path: str, line: int, default_id: str | None) -
     try:
         # The decoded value is passed, never named here: _validate's copy is then its only holder, and each raw
         # message is freed as soon as its Message is built (_validate_messages_in_place).
-        trajectory = _validate(_decode(text if isinstance(text, str) else text.decode("utf-8")), default_id)
+        trajectory = _validate(_decode(_as_text(text)), default_id)
     except _Problem as problem:
-        offset = problem.line_offset or _line_offset_of(text if isinstance(text, str) else text.decode("utf-8"),
-                                                        problem.loc)
+        offset = problem.line_offset or _line_offset_of(_as_text(text), problem.loc)
         raise TrajectoryLoadError(f"{path}:{line + offset}", problem.message) from None
     trajectory.source = f"{path}:{line}"
     return trajectory
+
+
+def _as_text(text: str | bytes) -> str:
+    return text if isinstance(text, str) else text.decode("utf-8")
 
 
 def _skip_blanks(text: str, position: int) -> int:

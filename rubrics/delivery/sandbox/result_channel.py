@@ -24,8 +24,12 @@ KEY_BYTES = 32
 KEY_COPIES = 16                 # one per pytest run a grade.sh makes; more runs than this go unrecorded
 CHANNEL_LIMIT = 32 * 2**20
 LINE_LIMIT = 2**20
-_STATUSES = ("passed", "failed", "error", "skipped")
-_WORSE = {s: i for i, s in enumerate(("passed", "skipped", "failed", "error"))}
+# A test's outcomes from best to worst: phases of one test, and runs of one grade.sh, keep the worst.
+SEVERITY = {status: rank for rank, status in enumerate(("passed", "skipped", "failed", "error"))}
+
+
+def worse(status: str, other: str) -> str:
+    return status if SEVERITY[status] >= SEVERITY[other] else other
 
 
 @dataclass
@@ -96,10 +100,8 @@ class _Reader:
         self.next_seq[run] = seq + 1
         if kind == "start":
             self.log.started.append(run)
-        elif kind == "test" and isinstance(record.get("id"), str) and record.get("status") in _STATUSES:
-            known = self.log.tests.get(record["id"], "passed")
-            status = record["status"]
-            self.log.tests[record["id"]] = status if _WORSE[status] >= _WORSE[known] else known
+        elif kind == "test" and isinstance(record.get("id"), str) and record.get("status") in SEVERITY:
+            self.log.tests[record["id"]] = worse(record["status"], self.log.tests.get(record["id"], "passed"))
         elif kind == "end" and isinstance(record.get("exitstatus"), int):
             self.log.ended[run] = record["exitstatus"]
         else:

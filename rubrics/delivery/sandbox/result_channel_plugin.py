@@ -21,8 +21,7 @@ import os
 import pytest
 
 # The host's side, standard library only (this module itself is imported by pytest alone: it imports pytest).
-from rubrics.delivery.sandbox.result_channel import CHANNEL_FD_VAR, KEY_BYTES, KEY_FD_VAR
-_WORSE = {"passed": 0, "skipped": 1, "failed": 2, "error": 3}
+from rubrics.delivery.sandbox.result_channel import CHANNEL_FD_VAR, KEY_BYTES, KEY_FD_VAR, SEVERITY, worse
 
 
 class _Channel:
@@ -74,7 +73,7 @@ def _raw(call, when: str) -> str:
 def _reported(report) -> str:
     if report.outcome == "failed" and report.when != "call":
         return "error"
-    return report.outcome if report.outcome in _WORSE else "failed"
+    return report.outcome if report.outcome in SEVERITY else "failed"
 
 
 def _phase(raw: str, reported: str) -> str:
@@ -94,8 +93,7 @@ def pytest_runtest_makereport(item, call):
     except BaseException:   # noqa: BLE001 - a report that could not be made is no pass
         reported = "error"
     status = _phase(_raw(call, call.when), reported)
-    known = _channel.phases.get(item.nodeid, "passed")
-    _channel.phases[item.nodeid] = status if _WORSE[status] > _WORSE[known] else known
+    _channel.phases[item.nodeid] = worse(status, _channel.phases.get(item.nodeid, "passed"))
     if call.when == "teardown":
         _channel.send("test", id=item.nodeid, status=_channel.phases.pop(item.nodeid))
 
