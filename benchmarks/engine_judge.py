@@ -9,7 +9,7 @@ for the instructions, so ~100 tokens were shared by all trajectories: the engine
 and the same engine measured 4.25x on it against 5.1-5.3x on these prompts.)
 
     python benchmarks/engine_judge.py [--dtype auto|bfloat16] [--quick] [--threads N] [--device cpu|cuda] [--model PATH]
-                                      [--quantization int8] [--rss] [--rss-only]
+                                      [--quantization int8] [--rss] [--rss-only] [--llama-cpp-rounds N]
 
 Prints: judgments/s for the engine and for the baseline (one transformers forward per prompt, same model and
 dtype, on a sample of the prompts) in alternating rounds, and their ratio (the median of the rounds' ratios);
@@ -28,6 +28,11 @@ with the embedded model on 2 cores, >= 1.8x float32). --rss adds, for each engin
 (after one process that fills the caches): judgments/s (best of --rss-passes, default 2) and the process's peak
 RSS; --rss-only runs just that (for models too big to hold a float engine, an int8 one and transformers in one
 process).
+
+--llama-cpp-rounds N: only the engine as a user runs it (--dtype, --quantization) against llama.cpp
+(llama-cpp-python, installed for the benchmark only, never by the project; build it with native flags) on the same
+.gguf and threads, N rounds that alternate the two from a cold prefix cache each; prints the CPU model and flags,
+each round's judgments/s and load average, and the median ratio (target: engine >= 1.5x llama.cpp).
 
 Engine and baseline run in the same process under the same settings: torch threads (default: the cores this
 process may use) and OMP_WAIT_POLICY=PASSIVE unless already set. On a shared machine OpenMP's default busy
@@ -148,43 +153,96 @@ def gemm_peak_flops(dtype: torch.dtype, device: str, size: int = 2048, repeats: 
 
 
 def cpu_line() -> str:
-    """The CPU model and the flags that decide matrix-product speed (all of /proc/cpuinfo's flags are noise)."""
+    """The CPU model and the flags that decide matrix-product speed."""
     from judge_engine.loading.cpu_info import host_cpu
 
-    cpu = host_cpu()
-    relevant = sorted(f for f in cpu.flags if f.startswith(("avx", "amx", "fma", "sse4", "sve")) or f in (
-        "bf16", "asimd", "i8mm", "f16c"))
-    return f"{cpu.model_name}; flags: {' '.join(relevant) or 'unknown'}"
+    return host_cpu().describe()
+
+
+class LlamaCpp:
+    """llama.cpp (llama-cpp-python) over a .gguf, judging prompts one after another as a user would drive it:
+    consecutive prompts keep their common prefix in llama.cpp's cache (its own prefix reuse), as the engine's prefix
+    cache does; the log-probabilities of the choices' first tokens come from the last position."""
+
+    def __init__(self, gguf: Path, threads: int, max_len: int):
+        import llama_cpp
+
+        self.version, self.name = llama_cpp.__version__, gguf.name
+        self.model = llama_cpp.Llama(model_path=str(gguf), n_ctx=max_len, n_threads=threads,
+                                     n_threads_batch=threads, n_batch=512, logits_all=False, verbose=False)
+
+    @staticmethod
+    def unavailable(gguf: Path) -> str | None:
+        """Why llama.cpp cannot run on ``gguf`` here, or None."""
+        try:
+            import llama_cpp  # noqa: F401
+        except ImportError:
+            return "llama-cpp-python is not installed (pip install llama-cpp-python to compare)"
+        return None if gguf.suffix == ".gguf" else f"{gguf} is not a .gguf file"
+
+    def judge(self, prompts: list[list[int]], choices: list[list[int]]) -> tuple[float, list[list[float]]]:
+        """Seconds and scores of every prompt, from a cold prefix (the first prompt is computed whole)."""
+        import numpy as np
+
+        previous: list[int] = []
+        scores = []
+        start = time.perf_counter()
+        for prompt in prompts:
+            common = shared_prefix_len(previous, prompt[:-1])  # the last token is always evaluated: its logits
+            self.model.n_tokens = common  # eval() drops the cache after n_tokens and evaluates the rest
+            self.model.eval(prompt[common:])
+            # without logits_all, llama-cpp-python keeps no scores (0.3.x); the context holds the last token's logits
+            logits = torch.from_numpy(np.ctypeslib.as_array(self.model._ctx.get_logits(),
+                                                            shape=(self.model.n_vocab(),)).copy())
+            scores.append(torch.log_softmax(logits, -1)[[ids[0] for ids in choices]].tolist())
+            previous = prompt
+        return time.perf_counter() - start, scores
+
+    def note(self) -> str:
+        return f"llama-cpp-python {self.version}, {self.name}"
 
 
 def llama_cpp_rate(gguf: Path, prompts: list[list[int]], choices: list[list[int]], threads: int,
                    max_len: int) -> tuple[float | None, str, list[list[float]]]:
-    """llama.cpp (llama-cpp-python) on the same prompts: judgments/s, a note and the scores, or None and why it
-    did not run.
-    Consecutive prompts keep their common prefix in llama.cpp's cache (its own prefix reuse), as the engine's
-    prefix cache does; the log-probabilities of the choices' first tokens come from the last position."""
-    try:
-        import llama_cpp
-        import numpy as np
-    except ImportError:
-        return None, "llama-cpp-python is not installed (pip install llama-cpp-python to compare)", []
-    if gguf.suffix != ".gguf":
-        return None, f"{gguf} is not a .gguf file", []
-    model = llama_cpp.Llama(model_path=str(gguf), n_ctx=max_len, n_threads=threads, n_threads_batch=threads,
-                            n_batch=512, logits_all=False, verbose=False)
-    previous: list[int] = []
-    scores = []
-    start = time.perf_counter()
-    for prompt in prompts:
-        common = shared_prefix_len(previous, prompt[:-1])  # the last token is always evaluated: it gives the logits
-        model.n_tokens = common  # eval() drops the cache after n_tokens and evaluates the rest
-        model.eval(prompt[common:])
-        # without logits_all, llama-cpp-python keeps no scores (0.3.x); the context holds the last token's logits
-        logits = torch.from_numpy(np.ctypeslib.as_array(model._ctx.get_logits(), shape=(model.n_vocab(),)).copy())
-        scores.append(torch.log_softmax(logits, -1)[[ids[0] for ids in choices]].tolist())
-        previous = prompt
-    seconds = time.perf_counter() - start
-    return len(prompts) / seconds, f"llama-cpp-python {llama_cpp.__version__}, {gguf.name}", scores
+    """llama.cpp on the same prompts, once: judgments/s, a note and the scores, or None and why it did not run."""
+    reason = LlamaCpp.unavailable(gguf)
+    if reason is not None:
+        return None, reason, []
+    llama = LlamaCpp(gguf, threads, max_len)
+    seconds, scores = llama.judge(prompts, choices)
+    return len(prompts) / seconds, llama.note(), scores
+
+
+def print_llama_cpp_rounds(args, trajectories: int, criteria: int) -> None:
+    """The engine as a user runs it (--dtype, --quantization) against llama.cpp on the same .gguf and threads, in
+    rounds that alternate the two (each from a cold prefix cache), so that the machine's drift touches both alike;
+    the ratio is the median of the rounds' ratios. Nothing else is loaded (no float engine, no transformers)."""
+    from judge_engine import LLM
+
+    llm = LLM(args.model, dtype=args.dtype, quantization=args.quantization)
+    gguf = Path(llm.model_path)
+    reason = LlamaCpp.unavailable(gguf)
+    if reason is not None:
+        raise SystemExit(f"--llama-cpp-rounds: {reason}")
+    prompts, choices = build_prompts(llm.tokenizer, trajectories, criteria, shared_tokens=650)
+    llm.score(["warm-up prompt"], choices)
+    llama = LlamaCpp(gguf, args.threads, llm.engine.max_model_len)
+    llama.judge(prompts[:1], choices)  # warm-up
+    numerics = args.quantization or llm.engine.config.dtype
+    lengths = [len(ids) for ids in prompts]
+    print(f"cpu: {cpu_line()}; {len(prompts)} judgments of {min(lengths)}-{max(lengths)} prompt tokens, "
+          f"{args.threads} threads, engine {numerics}, {llama.note()}")
+    ratios = []
+    for index in range(1, args.llama_cpp_rounds + 1):
+        engine_s, engine_scores, _ = engine_pass(llm, prompts, choices, "cpu")
+        llama_s, llama_scores = llama.judge(prompts, choices)
+        ratios.append(llama_s / engine_s)
+        print(f"round {index}: engine {len(prompts) / engine_s:6.2f} judgments/s, llama.cpp "
+              f"{len(prompts) / llama_s:6.2f} judgments/s, engine / llama.cpp {ratios[-1]:5.2f}x (load average "
+              f"{os.getloadavg()[0]:.1f})", flush=True)
+    gap = max(abs(a - b) for row_e, row_l in zip(engine_scores, llama_scores) for a, b in zip(row_e, row_l))
+    print(f"engine ({numerics}) / llama.cpp: {statistics.median(ratios):.2f}x, median of {len(ratios)} rounds "
+          f"(target >= 1.5x); max |log-prob engine - llama.cpp| {gap:.3f}")
 
 
 def model_flops(llm, stats: dict) -> float:
@@ -273,8 +331,14 @@ def main() -> None:
     parser.add_argument("--rss-only", action="store_true", help="only the fresh-process measurements of --rss")
     parser.add_argument("--rss-passes", type=int, default=2, help="workload passes in each fresh process")
     parser.add_argument("--save-scores", metavar="PATH", help="write the fresh processes' scores to this JSON file")
+    parser.add_argument("--llama-cpp-rounds", type=int, metavar="N", default=0,
+                        help="only the engine (as --dtype and --quantization ask) against llama.cpp on the same "
+                             ".gguf, N alternating rounds (llama-cpp-python installed for the benchmark only)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    if args.llama_cpp_rounds:
+        print_llama_cpp_rounds(args, 6 if args.quick else 24, 6)
+        return
     if args.rss_only:
         print_fresh_process_workloads(args, 6 if args.quick else 24, 6)
         return

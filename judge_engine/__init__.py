@@ -20,7 +20,8 @@ os.environ.setdefault("MKL_CBWR", "AUTO,STRICT")
 __all__ = ["LLM", "LLMEngine", "SamplingParams", "RequestOutput", "RequestMetrics", "ScoreError",
            "Scored", "TokenUsage", "EngineConfig", "EngineConfigError", "catalog_models", "find_model",
            "CatalogModel", "CatalogError", "ModelFetchError", "PullProgress", "DEFAULT_MODEL", "pull_model",
-           "model_is_pulled", "model_identity", "resolve_model_path", "EMBEDDED_MODEL_NAME"]
+           "model_is_pulled", "model_identity", "resolve_model_path", "EMBEDDED_MODEL_NAME", "cpu_numerics",
+           "CpuNumerics"]
 
 _EXPORTS = {
     "LLM": "judge_engine.llm",
@@ -46,6 +47,9 @@ _EXPORTS = {
     "model_identity": "judge_engine.loading.weights",
     "resolve_model_path": "judge_engine.loading.weights",
     "EMBEDDED_MODEL_NAME": "judge_engine.loading.weights",
+    # what a CPU engine computes with here, and why (the probes' choices)
+    "cpu_numerics": "judge_engine.loading.numerics_report",
+    "CpuNumerics": "judge_engine.loading.numerics_report",
 }
 
 

@@ -19,6 +19,7 @@ import functools
 import logging
 import os
 import time
+from dataclasses import dataclass
 
 import torch
 from torch import nn
@@ -34,15 +35,19 @@ MATMUL_ENV = "JUDGE_ENGINE_INT8_MATMUL"  # "auto" (default), "int_mm" or "float3
 
 
 # -- the arithmetic -----------------------------------------------------------------------------------------------
-def quantize_weight(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(int8 [N, K], float32 scales [N]): per output channel, symmetric."""
+def quantize_weight(weight: torch.Tensor, rows_at_once: int = 4096) -> tuple[torch.Tensor, torch.Tensor]:
+    """(int8 [N, K], float32 scales [N]): per output channel, symmetric. Rows are independent, so they are
+    quantized ``rows_at_once`` at a time: a 150k-row LM head needs no float32 temporaries of its own size."""
     if weight.shape[1] > MAX_INT32_K:
         raise ValueError(f"int8 products of {weight.shape[1]} terms could overflow int32 (at most {MAX_INT32_K})")
-    w = weight.detach().to(torch.float32)
-    amax = torch.linalg.vector_norm(w, float("inf"), dim=1)
-    scale = torch.where(amax > 0, amax / QMAX, torch.ones_like(amax))
-    q = torch.round(w / scale[:, None]).clamp_(-QMAX, QMAX).to(torch.int8)
-    return q.contiguous(), scale.contiguous()
+    q = torch.empty(weight.shape, dtype=torch.int8)
+    scale = torch.empty(weight.shape[0], dtype=torch.float32)
+    for start in range(0, weight.shape[0], rows_at_once):
+        w = weight[start:start + rows_at_once].detach().to(torch.float32)
+        amax = torch.linalg.vector_norm(w, float("inf"), dim=1)
+        scale[start:start + rows_at_once] = torch.where(amax > 0, amax / QMAX, torch.ones_like(amax))
+        q[start:start + rows_at_once] = torch.round(w / scale[start:start + rows_at_once, None]).clamp_(-QMAX, QMAX)
+    return q, scale
 
 
 def quantize_activations(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -78,26 +83,38 @@ def _float32_exact_mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return out
 
 
+@dataclass(frozen=True)
+class Int8Products:
+    """How this process computes int8 products, and why (``rubric model list`` reports it)."""
+    method: str    # "int_mm" or "float32"
+    reason: str
+
+
 @functools.lru_cache(maxsize=None)
-def int8_matmul_method() -> str:
+def int8_products() -> Int8Products:
     """"int_mm" where torch._int_mm gives exact sums on this machine and is the faster of the two (both probed
     once), else "float32". Both give the same integers, so the choice changes the speed, never a result."""
     forced = os.environ.get(MATMUL_ENV, "auto")
     if forced in ("int_mm", "float32"):
-        return forced
+        return Int8Products(forced, f"forced by ${MATMUL_ENV}")
     if forced != "auto":
         raise ValueError(f"${MATMUL_ENV}: expected 'auto', 'int_mm' or 'float32', got {forced!r}")
     ok, reason = probe_int_mm()
     if not ok:
         log.warning("int8: torch._int_mm is not exact on this CPU (%s); using exact float32 products", reason)
-        return "float32"
+        return Int8Products("float32", f"torch._int_mm is not exact here ({reason})")
     speeds = probe_speeds()
+    measured = (f"torch._int_mm {speeds['int_mm']:.1f} GFLOP/s, exact float32 products "
+                f"{speeds['float32']:.1f} GFLOP/s")
     if speeds["int_mm"] < speeds["float32"]:
         # seen on an AMD EPYC (Zen 3, AVX2, no VNNI): exact, but 1-4 GFLOP/s against 60-100 for float32 products
-        log.warning("int8: torch._int_mm is exact but slow on this CPU (%.1f GFLOP/s, exact float32 products "
-                    "%.1f); using float32 products", speeds["int_mm"], speeds["float32"])
-        return "float32"
-    return "int_mm"
+        log.warning("int8: torch._int_mm is exact but slow on this CPU (%s); using float32 products", measured)
+        return Int8Products("float32", f"torch._int_mm is exact but slower here ({measured})")
+    return Int8Products("int_mm", f"torch._int_mm is exact and faster here ({measured})")
+
+
+def int8_matmul_method() -> str:
+    return int8_products().method
 
 
 def probe_speeds(rows: int = 64, depth: int = 1024, cols: int = 1024, repeats: int = 3) -> dict[str, float]:

@@ -1,14 +1,10 @@
-"""An HF checkpoint folder's safetensors: which files hold the weights, and the tensors in them (read by the loader,
-hashed by weights.model_identity, fingerprinted by quantization's cache)."""
+"""An HF checkpoint folder's safetensors: which files hold the weights (read by weight_source.py, hashed by
+weights.model_identity)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
-
-if TYPE_CHECKING:
-    import torch
 
 
 def safetensors_files(folder: Path) -> list[Path]:
@@ -25,12 +21,3 @@ def safetensors_files(folder: Path) -> list[Path]:
         if not file.is_file():
             raise FileNotFoundError(f"{index}: names shard {file.name}, which is missing")
     return files
-
-
-def iter_safetensors(folder: Path) -> Iterator[tuple[str, torch.Tensor]]:
-    from safetensors import safe_open
-
-    for file in safetensors_files(folder):
-        with safe_open(str(file), framework="pt") as handle:
-            for name in handle.keys():
-                yield name, handle.get_tensor(name)

@@ -24,6 +24,12 @@ class CpuInfo:
     def flags_known(self) -> bool:
         return bool(self.flags)
 
+    def describe(self) -> str:
+        """The model and the flags that decide matrix-product speed (the rest of /proc/cpuinfo's flags are noise)."""
+        relevant = sorted(f for f in self.flags if f.startswith(("avx", "amx", "fma", "sve"))
+                          or f in ("bf16", "asimd", "i8mm", "f16c"))
+        return f"{self.model_name} ({' '.join(relevant) or 'flags unknown'})"
+
 
 def parse_cpuinfo(text: str) -> CpuInfo:
     """The first processor's model name and flags from /proc/cpuinfo's text (every core lists the same)."""

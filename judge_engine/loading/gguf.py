@@ -1,12 +1,15 @@
-"""Convert a .gguf file of a registered family (models/registry.py) into a cached HF folder (config.json,
-model.safetensors, tokenizer).
+"""Convert a .gguf file of a registered family (models/registry.py) into a cached HF folder: config.json and the
+tokenizer always, model.safetensors when a float engine asks for it.
 
-Every tensor is dequantized to float32 once; later start-ups read the safetensors file, which takes a
-fraction of a second, instead of parsing and dequantizing the GGUF again.
+For the float32 weights every tensor is dequantized once; later start-ups read the safetensors file, which takes a
+fraction of a second, instead of parsing and dequantizing the GGUF again. An int8 engine never asks for them: it
+reads the GGUF's tensors one at a time into its own int8 cache (judge_engine/loading/quantization.py) and looks up
+embedding rows in the GGUF itself (judge_engine/loading/weight_source.py), so no float32 copy is ever written.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -44,40 +47,67 @@ LAYER_TENSORS = {
 GLOBAL_TENSORS = {"token_embd": "model.embed_tokens", "output_norm": "model.norm", "output": "lm_head"}
 ROPE_FACTORS = "rope_freqs.weight"
 CONVERSION_VERSION = 1  # bump when the converted layout changes, so stale caches are rebuilt
+FLOAT_WEIGHTS = "model.safetensors"
 
 
 class GGUFConversionError(ModelConfigError):
     """The .gguf file cannot be converted (unsupported architecture, tensor or metadata)."""
 
 
-def converted_folder(gguf_path: Path, sha256: str | None = None, cache_dir: str | Path | None = None) -> Path:
+def converted_folder(gguf_path: Path, sha256: str | None = None, cache_dir: str | Path | None = None,
+                     weights: bool = True) -> Path:
     """The HF folder converted from ``gguf_path`` under ``cache_dir`` (None: the engine's cache), converting it
-    first if this file was never converted."""
+    first if this file was never converted; ``weights``: with its float32 model.safetensors (written now if an
+    earlier conversion left them out)."""
     gguf_path = Path(gguf_path).resolve()
     sha256 = sha256 or file_sha256(gguf_path, cache_dir)
     root = engine_cache_dir(cache_dir) / "converted"
     folder = root / f"{sha256[:16]}-v{CONVERSION_VERSION}"
-    if (folder / "config.json").is_file():
+    if _converted(folder, weights):
         return folder
     with cache_lock(root):
         if not (folder / "config.json").is_file():  # another process may have converted it meanwhile
-            _convert_into(gguf_path, sha256, root, folder)
+            _convert_into(gguf_path, sha256, root, folder, weights)
+        elif not _converted(folder, weights):
+            _add_float_weights(gguf_path, folder)
     return folder
 
 
-def _convert_into(gguf_path: Path, sha256: str, root: Path, folder: Path) -> None:
+def _converted(folder: Path, weights: bool) -> bool:
+    return (folder / "config.json").is_file() and (not weights or (folder / FLOAT_WEIGHTS).is_file())
+
+
+def _convert_into(gguf_path: Path, sha256: str, root: Path, folder: Path, weights: bool) -> None:
     """Convert in a staging folder renamed into place at the end, so a half-written folder is never used."""
     staging = Path(tempfile.mkdtemp(prefix=".converting-", dir=root))
     try:
         started = time.perf_counter()
-        print(f"judge_engine: converting {gguf_path.name} to safetensors (once)...", file=sys.stderr, flush=True)
-        convert_gguf(gguf_path, staging)
+        what = "to safetensors" if weights else "metadata and tokenizer"
+        print(f"judge_engine: converting {gguf_path.name} {what} (once)...", file=sys.stderr, flush=True)
+        convert_gguf(gguf_path, staging, weights)
         (staging / "source.json").write_text(json.dumps({"gguf": str(gguf_path), "sha256": sha256}, indent=2))
         _make_readable(staging)
         os.replace(staging, folder)
         print(f"judge_engine: converted in {time.perf_counter() - started:.1f}s -> {folder}", file=sys.stderr)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def _add_float_weights(gguf_path: Path, folder: Path) -> None:
+    """The float32 weights of a folder converted without them, written beside their name and renamed into place."""
+    started = time.perf_counter()
+    print(f"judge_engine: writing the float32 weights of {gguf_path.name} (once)...", file=sys.stderr, flush=True)
+    planned = [p for p in indexed_tensors(gguf_path, folder) if p.name != ROPE_FACTORS]
+    handle, staging = tempfile.mkstemp(prefix=".converting-", suffix=".safetensors", dir=folder)
+    os.close(handle)
+    try:
+        write_safetensors(Path(staging), planned)
+        os.chmod(staging, 0o644)
+        os.replace(staging, folder / FLOAT_WEIGHTS)
+    finally:
+        if os.path.exists(staging):
+            os.unlink(staging)
+    print(f"judge_engine: wrote them in {time.perf_counter() - started:.1f}s", file=sys.stderr)
 
 
 def _make_readable(folder: Path) -> None:
@@ -87,8 +117,9 @@ def _make_readable(folder: Path) -> None:
         file.chmod(0o644)
 
 
-def convert_gguf(gguf_path: Path, folder: Path) -> None:
-    """Write config.json, generation_config.json, model.safetensors and the tokenizer files into ``folder``.
+def convert_gguf(gguf_path: Path, folder: Path, weights: bool = True) -> None:
+    """Write config.json, generation_config.json, the tokenizer files and (``weights``) model.safetensors into
+    ``folder``.
 
     The tokenizer is converted in a child process while the tensors are dequantized (transformers parses the whole
     GGUF vocabulary again: on a 150k-token model that takes as long as the weights), and the tensors are written one
@@ -98,19 +129,16 @@ def convert_gguf(gguf_path: Path, folder: Path) -> None:
     reader = GGUFReader(str(gguf_path))
     tokenizer = _start_tokenizer_conversion(gguf_path, folder) if "tokenizer.ggml.tokens" in reader.fields else None
     try:
-        metadata = {
-            name: field.contents() for name, field in reader.fields.items() if not name.startswith("tokenizer.ggml.")
-        }
-        for name in ("tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id", "tokenizer.ggml.padding_token_id"):
-            if name in reader.fields:
-                metadata[name] = reader.fields[name].contents()
+        metadata = metadata_of(reader)
         planned = planned_tensors(reader, metadata, str(gguf_path))
         rope = next((p for p in planned if p.name == ROPE_FACTORS), None)
         rope_factors = torch.from_numpy(rope.values()) if rope is not None else None
         planned = [p for p in planned if p.name != ROPE_FACTORS]
         shapes = {p.name: torch.empty(p.shape, device="meta") for p in planned}
         config = hf_config(metadata, shapes, str(gguf_path), rope_factors)
-        write_safetensors(folder / "model.safetensors", planned)
+        write_tensor_index(folder, planned)
+        if weights:
+            write_safetensors(folder / FLOAT_WEIGHTS, planned)
         (folder / "config.json").write_text(json.dumps(config, indent=2))
         generation = {key: config[key] for key in ("bos_token_id", "eos_token_id", "pad_token_id") if key in config}
         (folder / "generation_config.json").write_text(json.dumps(generation, indent=2))
@@ -121,6 +149,15 @@ def convert_gguf(gguf_path: Path, folder: Path) -> None:
         raise
     if tokenizer is not None:
         _finish_tokenizer_conversion(tokenizer, gguf_path)
+
+
+def metadata_of(reader) -> dict[str, Any]:
+    """The file's metadata fields, less the tokenizer's vocabulary (all but its special token ids)."""
+    metadata = {name: field.contents() for name, field in reader.fields.items() if not name.startswith("tokenizer.ggml.")}
+    for name in ("tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id", "tokenizer.ggml.padding_token_id"):
+        if name in reader.fields:
+            metadata[name] = reader.fields[name].contents()
+    return metadata
 
 
 @dataclass
@@ -139,8 +176,67 @@ class PlannedTensor:
             values = dequantize(self.source.data, GGMLQuantizationType(self.source.tensor_type))
         except NotImplementedError as error:
             raise GGUFConversionError(f"{self.where}: tensor {self.source.name}: {error}") from None
-        values = np.array(values, dtype=np.float32, order="C").reshape(self.shape)  # a writable copy of the mmap
+        # a writable float32 array: a copy only where dequantize returned the memory-mapped file itself (F32)
+        values = np.require(values, dtype=np.float32, requirements=["C", "W"]).reshape(self.shape)
         return unpermute_rows(values, self.unpermute_heads) if self.unpermute_heads else values
+
+
+@dataclass
+class IndexedTensor:
+    """A GGUF tensor found through the index a conversion wrote (``TENSOR_INDEX``): what PlannedTensor reads of a
+    gguf ReaderTensor, without parsing the file's metadata again (a 150k-token vocabulary takes seconds)."""
+    name: str
+    tensor_type: int
+    dims: tuple[int, ...]     # the GGUF's order, fastest dimension first
+    data_offset: int
+    path: str
+
+    @functools.cached_property
+    def data(self) -> np.ndarray:
+        """A memory map of the tensor's bytes, shaped as GGUFReader shapes it (a quantized row's bytes per row)."""
+        from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
+        from gguf.quants import quant_shape_to_byte_shape
+
+        kind = GGMLQuantizationType(self.tensor_type)
+        shape = tuple(reversed(self.dims))
+        elements = int(np.prod(self.dims, dtype=np.int64))
+        if kind.name in _PLAIN_TYPES:
+            dtype, count = _PLAIN_TYPES[kind.name], elements
+        else:
+            block_size, type_size = GGML_QUANT_SIZES[kind]
+            dtype, count, shape = np.uint8, elements * type_size // block_size, quant_shape_to_byte_shape(shape, kind)
+        return np.memmap(self.path, dtype=dtype, mode="r", offset=self.data_offset, shape=(count,)).reshape(shape)
+
+
+_PLAIN_TYPES = {"F16": np.float16, "F32": np.float32, "F64": np.float64, "I8": np.int8, "I16": np.int16,
+                "I32": np.int32, "I64": np.int64}
+TENSOR_INDEX = "gguf-tensors.json"
+
+
+def write_tensor_index(folder: Path, planned: list[PlannedTensor]) -> None:
+    """Where each tensor lies in the GGUF, under its HF name, for later start-ups (indexed_tensors)."""
+    rows = [{"name": p.name, "shape": p.shape, "unpermute_heads": p.unpermute_heads, "gguf_name": p.source.name,
+             "tensor_type": int(p.source.tensor_type), "dims": [int(n) for n in p.source.shape],
+             "data_offset": int(p.source.data_offset)} for p in planned]
+    staging = folder / f".{TENSOR_INDEX}.{os.getpid()}"
+    staging.write_text(json.dumps(rows))
+    os.replace(staging, folder / TENSOR_INDEX)
+
+
+def indexed_tensors(gguf_path: Path, folder: Path) -> list[PlannedTensor]:
+    """The GGUF's tensors as planned_tensors gives them, from the folder's index (written now if a conversion of
+    an earlier version left it out)."""
+    index = folder / TENSOR_INDEX
+    if not index.is_file():
+        from gguf import GGUFReader
+
+        reader = GGUFReader(str(gguf_path))
+        write_tensor_index(folder, planned_tensors(reader, metadata_of(reader), str(gguf_path)))
+    return [PlannedTensor(row["name"], row["shape"],
+                          IndexedTensor(row["gguf_name"], row["tensor_type"], tuple(row["dims"]), row["data_offset"],
+                                        str(gguf_path)),
+                          row["unpermute_heads"], str(gguf_path))
+            for row in json.loads(index.read_text(encoding="utf-8"))]
 
 
 def planned_tensors(reader, metadata: dict[str, Any], source: str) -> list[PlannedTensor]:

@@ -9,9 +9,8 @@ import torch
 from torch import nn
 
 from judge_engine.layers.attention.backend import get_backend
-from judge_engine.loading.checkpoint import iter_safetensors
+from judge_engine.loading.weight_source import weight_source
 from judge_engine.models.config import read_config_json
-from judge_engine.models.errors import ModelConfigError
 from judge_engine.models.registry import family_for
 
 
@@ -50,19 +49,11 @@ class ModelSpec:
         )
 
 
-def model_folder(path: str | Path, cache_dir: str | Path | None = None) -> Path:
-    """The HF folder holding the weights: ``path`` itself, or the conversion of a .gguf file cached under
-    ``cache_dir`` (None: the engine's cache, judge_engine/loading/cache.py)."""
-    path = Path(path).expanduser()
-    if path.is_file() and path.suffix == ".gguf":
-        from judge_engine.loading.gguf import converted_folder
-
-        return converted_folder(path, cache_dir=cache_dir)
-    if path.is_dir():
-        return path
-    if not path.exists():
-        raise FileNotFoundError(f"{path}: no such model folder or .gguf file")
-    raise ModelConfigError(f"{path}: expected an HF model folder (config.json + *.safetensors) or a .gguf file")
+def model_folder(path: str | Path, cache_dir: str | Path | None = None, float_weights: bool = True) -> Path:
+    """The HF folder of the model at ``path``: ``path`` itself, or the conversion of a .gguf file cached under
+    ``cache_dir`` (None: the engine's cache, judge_engine/loading/cache.py): its config.json and tokenizer, and with
+    ``float_weights`` its float32 safetensors."""
+    return weight_source(path, cache_dir, float_weights).folder
 
 
 def load_model(
@@ -78,23 +69,25 @@ def load_model(
     ``cache_dir``). The registry (models/registry.py) names the config and model classes of its architecture.
     ``max_model_len`` below config.json's context: the model is built for that context (``config.serving``; it
     picks Phi-3's long-rope factors), and the spec reports it. ``quantization`` "int8": the linear maps run int8
-    (judge_engine/loading/quantization.py), their weights read from its disk cache or quantized into it now."""
+    (judge_engine/loading/quantization.py), their weights read from its disk cache or quantized into it now, one
+    checkpoint tensor at a time; a .gguf's float32 weights are then never written (weight_source.py)."""
     device = torch.device(device)
-    folder = model_folder(path, cache_dir)
-    raw, source = read_config_json(folder)
-    family, architecture = family_for(raw.get("architectures") or [], source)
+    weights = weight_source(path, cache_dir, float_weights=quantization is None)
+    folder = weights.folder
+    raw, config_source = read_config_json(folder)
+    family, architecture = family_for(raw.get("architectures") or [], config_source)
     config = family.load_config_class().from_folder(folder, architecture)
     if max_model_len is not None and max_model_len < config.max_position_embeddings:
         config = config.serving(max_model_len)
     model_class = family.load_model_class()
+    # parameters are allocated, not written: those an int8 model replaces never cost memory
     with torch.device(device):
         model = model_class(config, dtype=dtype, attention_backend=get_backend(device, attention_backend))
-    if quantization is not None:
-        from judge_engine.loading import quantization as quantizer
-
-        quantizer.prepare_for_quantization(model)
     with torch.no_grad():
-        model.load_weights(iter_safetensors(folder))
-        if quantization is not None:
-            model.quantized_from = quantizer.quantize_model(model, folder, cache_dir)  # "cache" or "built"
+        if quantization is None:
+            model.load_weights((tensor.name, tensor.load()) for tensor in weights.tensors())
+        else:
+            from judge_engine.loading.quantization import load_quantized
+
+            model.quantized_from = load_quantized(model, weights, cache_dir)  # "cache" or "built"
     return model.eval(), ModelSpec.from_config(config)

@@ -15,7 +15,9 @@ norms, the residual stream and the products' dequantised outputs stay float32.
 The integer products and their exactness on every x86-64 CPU: judge_engine/layers/int8_linear.py.
 
 The quantized weights are cached on disk under the engine cache's ``quantized/`` folder, next to ``converted/``
-(one safetensors file per model folder and recipe), so a model is quantized once; later start-ups map the file.
+(one safetensors file per model source and recipe), so a model is quantized once; later start-ups map the file.
+They are built from the checkpoint's tensors one at a time (a GGUF's dequantized tensor by tensor), so building
+them needs the memory of the largest tensor, never a float32 copy of the model, in memory or on disk.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import torch
 from torch import nn
 
 from judge_engine.layers.int8_linear import Int8HeadWeight, Int8Weight, quantize_weight
+from judge_engine.loading.weight_source import WeightSource
 
 log = logging.getLogger(__name__)
 
@@ -51,25 +54,16 @@ class _Site:
     owner: nn.Module
     attribute: str     # the owner's weight attribute; "merged" for a MergedLinear; "logits_head" for the LM head
 
-    def float_weight(self, model: nn.Module) -> torch.Tensor:
-        if self.attribute == "merged":
-            return self.owner.merged_weight()
-        if self.attribute == "logits_head":
-            return model.embed_tokens if model.lm_head is None else model.lm_head
-        return getattr(self.owner, self.attribute)
-
-    def quantized(self, model: nn.Module) -> tuple[torch.Tensor, torch.Tensor]:
-        """(int8 weight, scales); a merged map kept as parts is quantized part by part and its int8 rows and scales
-        concatenated: per-channel scales make that the quantization of the fused weight, without a float copy."""
-        if self.attribute == "merged" and self.owner.part_weights is not None:
-            parts = [quantize_weight(weight) for weight in self.owner.part_weights]
-            return torch.cat([q for q, _ in parts]), torch.cat([scale for _, scale in parts])
-        return quantize_weight(self.float_weight(model))
-
     def shape(self, model: nn.Module) -> tuple[int, int]:
         if self.attribute == "merged":
             return sum(self.owner.out_sizes), self.owner.in_features
-        return tuple(self.float_weight(model).shape)
+        if self.attribute == "logits_head":
+            return tuple((model.embed_tokens if model.lm_head is None else model.lm_head).shape)
+        return tuple(getattr(self.owner, self.attribute).shape)
+
+    def parts(self) -> int:
+        """How many checkpoint tensors feed this map (a merged map's parts: Q, K, V or gate, up)."""
+        return len(self.owner.out_sizes) if self.attribute == "merged" else 1
 
     def install(self, model: nn.Module, weight: Int8Weight) -> None:
         if self.attribute == "merged":
@@ -84,6 +78,14 @@ class _Site:
             return
         delattr(self.owner, self.attribute)  # drop the float Parameter; the Int8Weight takes its name
         setattr(self.owner, self.attribute, weight)
+
+
+@dataclass(frozen=True)
+class _Feed:
+    """A checkpoint tensor that is (part of) a site's weight: ``part`` is its rows' place in a merged map (None:
+    the whole weight, as Phi-3 stores its fused maps)."""
+    site: _Site
+    part: int | None
 
 
 def _sites(model: nn.Module) -> list[_Site]:
@@ -102,9 +104,24 @@ def _sites(model: nn.Module) -> list[_Site]:
     return sites
 
 
+def _feeds(model: nn.Module, sites: list[_Site]) -> dict[str, _Feed]:
+    """Checkpoint tensor name -> the site its values go to, from the model's own checkpoint map."""
+    by_owner = {(id(site.owner), site.attribute): site for site in sites}
+    merged = {id(site.owner): site for site in sites if site.attribute == "merged"}
+    feeds = {}
+    for name, (owner, attribute, part) in model._checkpoint_targets().items():
+        if id(owner) in merged and attribute == "weight":
+            feeds[name] = _Feed(merged[id(owner)], part)
+        elif (id(owner), attribute) in by_owner:
+            feeds[name] = _Feed(by_owner[(id(owner), attribute)], None)
+    head = "model.embed_tokens.weight" if model.lm_head is None else "lm_head.weight"
+    feeds[head] = _Feed(sites[-1], None)
+    return feeds
+
+
 def prepare_for_quantization(model: nn.Module) -> None:
     """Before the checkpoint is loaded: merged maps keep the checkpoint's parts as they are, without a float copy to
-    fuse them (quantize_model fuses their int8 rows)."""
+    fuse them (their int8 rows are fused instead)."""
     from judge_engine.layers.merged_linear import MergedLinear
 
     for module in model.modules():
@@ -112,13 +129,19 @@ def prepare_for_quantization(model: nn.Module) -> None:
             module.always_fuse = False
 
 
-def quantize_model(model: nn.Module, folder: Path, cache_dir: str | Path | None = None) -> str:
-    """Replace every supported linear map's weight by its int8 form, read from the disk cache or quantized (and
-    cached) now. Returns "cache" or "built"."""
+EMBEDDINGS = "model.embed_tokens.weight"
+
+
+def load_quantized(model: nn.Module, source: WeightSource, cache_dir: str | Path | None = None) -> str:
+    """Fill ``model`` from ``source`` with every supported linear map int8: the int8 weights read from the disk
+    cache, or quantized into it now from the source's tensors one at a time; the other tensors (norms, biases) read
+    as they are; the embeddings looked up row by row in the source (a GGUF's own blocks). No float copy of a
+    quantized weight is ever held whole. Returns "cache" or "built"."""
+    prepare_for_quantization(model)
     sites = _sites(model)
-    path = quantized_cache_path(folder, cache_dir, model)
-    cached = _read_cache(path, sites, model)
-    source = "cache"
+    feeds = _feeds(model, sites)
+    path = quantized_cache_path(source, cache_dir, model)
+    cached, origin = _read_cache(path, sites, model), "cache"
     if cached is None:
         from judge_engine.loading.cache import cache_lock
 
@@ -126,31 +149,115 @@ def quantize_model(model: nn.Module, folder: Path, cache_dir: str | Path | None 
             cached = _read_cache(path, sites, model)  # another process may have written it meanwhile
             if cached is None:
                 started = time.perf_counter()
-                cached = {}
-                for site in sites:
-                    cached[site.name] = site.quantized(model)
-                _write_cache(path, cached, folder)
-                source = "built"
+                _build_cache(path, source, sites, feeds, model)
+                cached, origin = _read_cache(path, sites, model), "built"
                 log.info("int8: quantized %d linear maps in %.1fs -> %s", len(sites), time.perf_counter() - started,
                          path)
+    if cached is None:
+        raise RuntimeError(f"int8: the cache {path} written now cannot be read back")
+    model.load_weights(_unquantized_tensors(source, set(feeds) | {EMBEDDINGS}))
     for site in sites:
         site.install(model, Int8Weight(*cached[site.name]))
+    del model.embed_tokens   # a placeholder until now
+    model.embed_tokens = source.lookup_table(EMBEDDINGS)
     # no product needs the flat batch padded to row tiles any more (a float LM head pads its own few rows)
     model.pads_row_tiles = False
-    return source
+    return origin
 
 
-def quantized_cache_path(folder: Path, cache_dir: str | Path | None, model: nn.Module) -> Path:
-    """The cache file of this model folder's weights under this recipe: keyed by the recipe, the folder and its
-    weight files' sizes and modification times, and the model's class."""
+def _unquantized_tensors(source: WeightSource, skipped: set[str]):
+    """The source's tensors for load_weights, those in ``skipped`` as placeholders of their shape that hold no
+    memory (a zero-stride view of one element; they are replaced before any product reads them)."""
+    for tensor in source.tensors():
+        if tensor.name in skipped:
+            yield tensor.name, torch.empty((), dtype=torch.float32).expand(tensor.shape)
+        else:
+            yield tensor.name, tensor.load()
+
+
+def _build_cache(path: Path, source: WeightSource, sites: list[_Site], feeds: dict[str, _Feed],
+                 model: nn.Module) -> None:
+    """Quantize the source's tensors one at a time into the cache file: a merged map's parts wait for each other
+    (a layer's few), every finished map is written at its place in the file and dropped."""
+    layout = {site.name: site.shape(model) for site in sites}
+    waiting: dict[str, dict[int, tuple[torch.Tensor, torch.Tensor]]] = {}
+    with _CacheWriter(path, layout, {"recipe": RECIPE, "source": json.dumps(source.fingerprint())}) as writer:
+        for tensor in source.tensors():
+            feed = feeds.get(tensor.name)
+            if feed is None:
+                continue
+            quantized = quantize_weight(tensor.load())
+            if feed.part is None:
+                writer.write(feed.site.name, *quantized)
+                continue
+            parts = waiting.setdefault(feed.site.name, {})
+            parts[feed.part] = quantized
+            if len(parts) == feed.site.parts():
+                del waiting[feed.site.name]
+                # per-channel scales: the parts' int8 rows, concatenated, are the fused weight's quantization
+                ordered = [parts[index] for index in range(len(parts))]
+                writer.write(feed.site.name, torch.cat([q for q, _ in ordered]), torch.cat([s for _, s in ordered]))
+
+
+class _CacheWriter:
+    """A safetensors file whose header (every map's int8 weight and float32 scales) is written first and whose
+    tensors are written at their offsets as they are ready, in any order; built beside its final name and renamed
+    into place once every tensor is in, so a half-written file is never read."""
+
+    def __init__(self, path: Path, layout: dict[str, tuple[int, int]], metadata: dict[str, str]):
+        self.path = path
+        self.offsets: dict[str, int] = {}   # a tensor's start within the data
+        header: dict = {"__metadata__": metadata}
+        offset = 0
+        for name, (rows, columns) in layout.items():
+            for key, dtype, shape, size in ((f"{name}.qweight", "I8", [rows, columns], rows * columns),
+                                            (f"{name}.scale", "F32", [rows], 4 * rows)):
+                header[key] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + size]}
+                self.offsets[key] = offset
+                offset += size
+        encoded = json.dumps(header, separators=(",", ":")).encode()
+        encoded += b" " * (-len(encoded) % 8)
+        self.data_start, self.size = 8 + len(encoded), offset
+        self.header, self.shapes, self.pending = encoded, dict(layout), set(layout)
+
+    def __enter__(self) -> "_CacheWriter":
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        handle, self.staging = tempfile.mkstemp(prefix=".quantizing-", suffix=".safetensors", dir=self.path.parent)
+        self.file = os.fdopen(handle, "wb")
+        self.file.write(len(self.header).to_bytes(8, "little"))
+        self.file.write(self.header)
+        self.file.truncate(self.data_start + self.size)
+        return self
+
+    def write(self, name: str, q: torch.Tensor, scale: torch.Tensor) -> None:
+        if tuple(q.shape) != self.shapes[name] or q.dtype != torch.int8:
+            raise ValueError(f"int8: {name} quantized to {tuple(q.shape)} {q.dtype}, expected {self.shapes[name]}")
+        for key, tensor in ((f"{name}.qweight", q), (f"{name}.scale", scale.to(torch.float32))):
+            self.file.seek(self.data_start + self.offsets[key])
+            self.file.write(tensor.contiguous().numpy().tobytes())
+        self.pending.discard(name)
+
+    def __exit__(self, kind, error, traceback) -> None:
+        self.file.close()
+        try:
+            if kind is None and self.pending:
+                raise ValueError(f"int8: the checkpoint has no weights for {sorted(self.pending)[:4]}")
+            if kind is None:
+                os.chmod(self.staging, 0o644)
+                os.replace(self.staging, self.path)
+        finally:
+            if os.path.exists(self.staging):
+                os.unlink(self.staging)
+
+
+def quantized_cache_path(source: WeightSource, cache_dir: str | Path | None, model: nn.Module) -> Path:
+    """The cache file of this source's weights under this recipe: keyed by the recipe, the source's fingerprint (a
+    GGUF's sha256; a folder and its weight files' sizes and modification times) and the model's class."""
     from judge_engine.loading.cache import engine_cache_dir
-    from judge_engine.loading.checkpoint import safetensors_files
 
-    folder = Path(folder).resolve()
-    files = [(f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in safetensors_files(folder)]
-    identity = {"recipe": RECIPE, "folder": str(folder), "files": files, "model": type(model).__qualname__}
+    identity = {"recipe": RECIPE, "source": source.fingerprint(), "model": type(model).__qualname__}
     key = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:20]
-    return engine_cache_dir(cache_dir) / "quantized" / f"{folder.name[:40]}-{key}.safetensors"
+    return engine_cache_dir(cache_dir) / "quantized" / f"{Path(source.folder).name[:40]}-{key}.safetensors"
 
 
 def _read_cache(path: Path, sites: list[_Site], model: nn.Module) -> dict | None:
@@ -175,22 +282,3 @@ def _read_cache(path: Path, sites: list[_Site], model: nn.Module) -> dict | None
     except (OSError, RuntimeError, ValueError, SafetensorError) as exc:  # a damaged file is rebuilt
         log.warning("int8: ignoring unreadable cache %s: %s", path, exc)
         return None
-
-
-def _write_cache(path: Path, weights: dict, folder: Path) -> None:
-    """Written beside its final name and renamed into place, so a half-written file is never read."""
-    from safetensors.torch import save_file
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tensors = {}
-    for name, (q, scale) in weights.items():
-        tensors[f"{name}.qweight"], tensors[f"{name}.scale"] = q, scale
-    handle, staging = tempfile.mkstemp(prefix=".quantizing-", suffix=".safetensors", dir=path.parent)
-    os.close(handle)
-    try:
-        save_file(tensors, staging, metadata={"recipe": RECIPE, "folder": str(folder)})
-        os.chmod(staging, 0o644)
-        os.replace(staging, path)
-    finally:
-        if os.path.exists(staging):
-            os.unlink(staging)

@@ -10,7 +10,7 @@ def load_tokenizer(path: str | Path, cache_dir: str | Path | None = None):
     the weights were converted into; None: the engine's cache)."""
     from judge_engine.loading.loader import model_folder
 
-    folder = model_folder(path, cache_dir)
+    folder = model_folder(path, cache_dir, float_weights=False)
     try:
         if (folder / "tokenizer.json").is_file():
             # The generic fast class reads tokenizer.json directly; AutoTokenizer would first index every

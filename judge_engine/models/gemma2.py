@@ -21,6 +21,7 @@ from judge_engine.models.config import (LlamaFamilyConfig, ModelConfigError, att
                                         eos_and_bos, read_field, rope_settings)
 from judge_engine.layers.elementwise import apply_blockwise
 from judge_engine.models.llama import KeptRows, LlamaAttention, LlamaForCausalLM, LlamaMLP, _empty
+from judge_engine.layers.embedding import embedding
 from judge_engine.layers.int8_linear import linear
 
 # config.json hidden_activation -> F.gelu's approximate
@@ -147,7 +148,7 @@ class Gemma2ForCausalLM(LlamaForCausalLM):
         return Gemma2DecoderLayer(config, dtype, config.layer_windows[index])
 
     def embed(self, input_ids: torch.Tensor) -> torch.Tensor:
-        return F.embedding(input_ids, self.embed_tokens).mul_(self.embed_scale)
+        return embedding(input_ids, self.embed_tokens).mul_(self.embed_scale)
 
     def final_norm(self, x: torch.Tensor) -> torch.Tensor:
         return gemma_rms_norm(x, self.norm, self.config.rms_norm_eps)

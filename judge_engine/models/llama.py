@@ -20,6 +20,7 @@ from judge_engine.models.config import LlamaFamilyConfig
 from judge_engine.models.hidden_capture import HiddenCapture
 from judge_engine.layers import row_tiles
 from judge_engine.layers.elementwise import silu_and_mul_
+from judge_engine.layers.embedding import embedding
 from judge_engine.layers.int8_linear import linear
 from judge_engine.layers.merged_linear import MergedLinear
 from judge_engine.layers.rope import apply_rotary, inverse_frequencies, rotary_cos_sin, rotary_scaling
@@ -167,8 +168,8 @@ class LlamaForCausalLM(nn.Module):
         self.norm = _empty(config.hidden_size, dtype=dtype)
         untied = not config.tie_word_embeddings
         self.lm_head = _empty(config.vocab_size, config.hidden_size, dtype=dtype) if untied else None
-        # set by judge_engine/loading/quantization.py: the LM head's int8 weight (the tied embeddings stay float for lookups),
-        # and False once no product needs the flat batch padded to row tiles
+        # set by judge_engine/loading/quantization.py: the LM head's int8 weight, embed_tokens a table whose rows are
+        # read on demand (layers/embedding.py), and False once no product needs the flat batch padded to row tiles
         self.logits_head: nn.Module | None = None
         self.pads_row_tiles = True
         inv_freq = inverse_frequencies(config.head_dim, config.rope_theta, config.rope_scaling)
@@ -180,7 +181,7 @@ class LlamaForCausalLM(nn.Module):
         return LlamaDecoderLayer(config, dtype)
 
     def embed(self, input_ids: torch.Tensor) -> torch.Tensor:
-        return F.embedding(input_ids, self.embed_tokens)
+        return embedding(input_ids, self.embed_tokens)
 
     def final_norm(self, x: torch.Tensor) -> torch.Tensor:
         return rms_norm(x, self.norm, self.config.rms_norm_eps)

@@ -15,7 +15,7 @@ def register(subparsers) -> None:
                                                "data packages and checked by sha256).")
     actions = parser.add_subparsers(dest="model_action", metavar="ACTION", required=True)
     listing = actions.add_parser("list", help="the catalog: name, parameters, download size, licence, pulled or not, "
-                                              "measured quality")
+                                              "measured quality; and what this CPU computes with")
     listing.add_argument("--format", choices=("table", "json"), default="table")
     listing.set_defaults(handler=run_list)
     pull = actions.add_parser("pull", help="fetch, verify (sha256) and convert a catalog model into the cache")
@@ -51,6 +51,9 @@ def run_list(args) -> int:
              row["license"], "yes" if row["pulled"] else "no", row["method"] or "-", row["quality"] or "-"]
             for row in rows]
     print("\n".join(align([header, *body])))
+    from judge_engine import cpu_numerics
+
+    print("\n" + "\n".join(cpu_numerics().lines()))
     return 0
 
 

@@ -17,6 +17,7 @@ from judge_engine import SamplingParams
 from judge_engine.loading import quantization
 from judge_engine.config import EngineConfig, EngineConfigError
 from judge_engine.layers import int8_linear as int8
+from judge_engine.loading.weight_source import TensorRows
 from judge_engine.layers.int8_linear import Int8Weight, int8_matmul, int8_matmul_method, quantize_activations
 
 CHOICES = [" yes", " no"]
@@ -58,14 +59,15 @@ def test_the_int8_method_is_the_faster_of_the_exact_ones(monkeypatch, exact, spe
     monkeypatch.delenv(int8.MATMUL_ENV, raising=False)
     monkeypatch.setattr(int8, "probe_int_mm", lambda: exact)
     monkeypatch.setattr(int8, "probe_speeds", lambda: speeds)
-    int8_matmul_method.cache_clear()
+    int8.int8_products.cache_clear()
     try:
         assert int8_matmul_method() == chosen
+        assert int8.int8_products().reason   # reported by `rubric model list`
         monkeypatch.setenv(int8.MATMUL_ENV, "int_mm")
-        int8_matmul_method.cache_clear()
+        int8.int8_products.cache_clear()
         assert int8_matmul_method() == "int_mm"   # forced: neither probe decides
     finally:
-        int8_matmul_method.cache_clear()
+        int8.int8_products.cache_clear()
 
 
 def test_the_speed_probe_times_both_methods():
@@ -188,7 +190,9 @@ def test_int8_weights_are_int8_in_memory(tiny_qwen2, tmp_path):
     assert all(w.qweight.dtype == torch.int8 and w.scale.dtype == torch.float32 for w in weights)
     assert isinstance(model.logits_head, int8.Int8HeadWeight)   # its activations stay float
     floats = {name for name, p in model.named_parameters() if p.dim() == 2}
-    assert floats == {"embed_tokens"}  # tied: float for the lookups only
+    assert floats == set()
+    # tied: the float table serves the lookups only, read from the memory-mapped checkpoint, never copied
+    assert isinstance(model.embed_tokens, TensorRows)
     assert all(not isinstance(layer.self_attn.o_weight, torch.nn.Parameter) for layer in model.layers)
     assert model.layers[0].self_attn.qkv.fused_bias is not None  # Qwen2's Q/K/V biases stay float
 

@@ -64,8 +64,8 @@ def is_pulled(entry: CatalogModel, cache_dir: str | Path | None = None) -> bool:
 
 def pulled_model(entry: CatalogModel, cache_dir: str | Path | None = None, *, force: bool = False,
                  progress: Progress | None = None) -> Path:
-    """The verified GGUF file of entry in the cache (its converted folder prepared too), fetching it first unless
-    it is there; force fetches it again."""
+    """The verified GGUF file of entry in the cache (its converted config and tokenizer prepared too; the engine
+    prepares the weights it computes with), fetching it first unless it is there; force fetches it again."""
     from judge_engine.loading.gguf import converted_folder  # numpy and torch: only once a model is wanted
 
     path = gguf_path(entry, cache_dir)
@@ -77,7 +77,7 @@ def pulled_model(entry: CatalogModel, cache_dir: str | Path | None = None, *, fo
                 install(entry, path, progress)
     if progress is not None:
         progress(PullProgress("convert", 0, 1))
-    converted_folder(path, sha256=entry.sha256, cache_dir=cache_dir)
+    converted_folder(path, sha256=entry.sha256, cache_dir=cache_dir, weights=False)
     if progress is not None:
         progress(PullProgress("convert", 1, 1))
     return path
