@@ -11,7 +11,7 @@ import itertools
 from collections import Counter
 from collections.abc import Callable
 from collections.abc import Sequence as SequenceABC
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from judge_engine.engine.beam_search import BeamSearchParams
@@ -26,6 +26,7 @@ __all__ = ["LLM", "LLMEngine", "ScoreError"]
 
 Prompt = str | list[int]
 Choice = str | list[int]
+OnPrefill = Callable[[int, int], None]   # (prompt tokens done, prompt tokens of the call)
 
 
 @dataclass
@@ -35,6 +36,13 @@ class _ScorePlan:
     prompt_len: int
     choice_ids: list[list[int]]
     hidden_from: str | None = None  # the request that keeps the hidden states asked for (the head, else the tail)
+
+    def prompt_tokens(self) -> dict[str, int]:
+        """Request id -> its prompt tokens: the prompt alone for the head, prompt + choice for a tail."""
+        tokens = {self.head: self.prompt_len} if self.head is not None else {}
+        tokens.update({tail: self.prompt_len + len(ids) for tail, ids in zip(self.tails, self.choice_ids)
+                       if tail is not None})
+        return tokens
 
     def result(self, index: int, finished: dict[str, RequestOutput]) -> Scored | ScoreError:
         outputs = [finished[r] for r in [self.head, *self.tails] if r is not None]
@@ -53,6 +61,49 @@ class _ScorePlan:
             row.append(value)
         hidden = finished[self.hidden_from].hidden_states if self.hidden_from is not None else None
         return Scored(row, sum((output.usage for output in outputs), TokenUsage()), hidden)
+
+
+@dataclass
+class _PrefillWatch:
+    """One score call's prompt tokens, done (computed, or served by the prefix cache) and in all, for on_prefill.
+
+    Each request counts the most it ever had in the cache (a preempted request, recomputed, never takes the
+    figure back) and all of its prompt once it finished (an error finishes it too)."""
+    on_prefill: OnPrefill
+    tokens: dict[str, int] = field(default_factory=dict)     # request id -> its prompt tokens
+    counted: dict[str, int] = field(default_factory=dict)    # request id -> its tokens counted as done
+    total: int = 0
+    done: int = 0
+    reported: int = 0
+
+    def expect(self, tokens: dict[str, int]) -> None:
+        """The call's requests, as they are added (before any step runs them)."""
+        self.tokens.update(tokens)
+        self.total += sum(tokens.values())
+
+    def stepped(self, prompt_tokens: dict[str, int]) -> None:
+        """After an engine step (LLMEngine.last_step_prompt_tokens: every request the step worked on, this call's
+        and others')."""
+        for request_id, in_cache in prompt_tokens.items():
+            if request_id in self.tokens:
+                self._advance(request_id, in_cache)
+        self.report()
+
+    def finished(self, request_id: str) -> None:
+        self._advance(request_id, self.tokens[request_id])
+        self.report()
+
+    def report(self) -> None:
+        if self.done > self.reported:
+            self.reported = self.done
+            self.on_prefill(self.done, self.total)
+
+    def _advance(self, request_id: str, in_cache: int) -> None:
+        before = self.counted.get(request_id, 0)
+        now = min(in_cache, self.tokens[request_id])
+        if now > before:
+            self.counted[request_id] = now
+            self.done += now - before
 
 
 class LLM:
@@ -139,14 +190,16 @@ class LLM:
         return [finished[i] for i in ids]
 
     def score(self, prompts: Prompt | list[Prompt], choices: list[Choice] | list[list[Choice]],
-              on_scored: Callable[[int], None] | None = None) -> list[list[float] | ScoreError]:
+              on_scored: Callable[[int], None] | None = None, *,
+              on_prefill: OnPrefill | None = None) -> list[list[float] | ScoreError]:
         """lps[i][j] = log P(choice j | prompts[i]), summed over the choice's tokens (score_with_usage, without
         the usage; hidden states come from score_with_usage only)."""
         return [r if isinstance(r, ScoreError) else r.logprobs
-                for r in self.score_with_usage(prompts, choices, on_scored)]
+                for r in self.score_with_usage(prompts, choices, on_scored, on_prefill=on_prefill)]
 
     def score_with_usage(self, prompts: Prompt | list[Prompt], choices: list[Choice] | list[list[Choice]],
                          on_scored: Callable[[int], None] | None = None, *,
+                         on_prefill: OnPrefill | None = None,
                          hidden_layers: SequenceABC[int] = (),
                          hidden_positions: SequenceABC[int] = (-1,)) -> list[Scored | ScoreError]:
         """Scored(logprobs, usage, hidden_states) per prompt: logprobs[j] = log P(choice j | prompts[i]), summed over
@@ -171,12 +224,21 @@ class LLM:
         prompt+choice sequence alone. Everything goes through one batch.
         A prompt that cannot be scored gets a ScoreError in its place (an exception that is also a value:
         str(e), e.message, e.prompt_index); if every prompt fails, the first ScoreError is raised instead.
-        on_scored(i) is called as soon as prompt i's requests have all finished (progress reports)."""
+        on_scored(i) is called as soon as prompt i's requests have all finished (progress reports).
+        on_prefill(done, total) follows the prompts' tokens, since all prompts of a batch are computed together and
+        finish near its end: total is the prompt tokens of the call's sequences (those of a prompt+choice sequence
+        included), done how many of them are in the KV cache, computed or served by the prefix cache (counted when
+        matched; a finished sequence counts all of its own). It is called after each engine step this call's thread
+        runs and as each sequence finishes, only when done grew, and last with done == total. Both callbacks run in
+        the caller's thread, outside the engine's lock."""
         prompts = _as_prompt_list(prompts)
         owner: dict[str, int] = {}   # request id -> index of the prompt it scores
         remaining: Counter = Counter()
+        watch = _PrefillWatch(on_prefill) if on_prefill is not None else None
 
         def request_done(request_id: str) -> None:
+            if watch is not None:
+                watch.finished(request_id)
             remaining[owner[request_id]] -= 1
             if remaining[owner[request_id]] == 0 and on_scored is not None:
                 on_scored(owner[request_id])
@@ -184,12 +246,16 @@ class LLM:
         layers = resolve_hidden_layers(hidden_layers, self.engine.spec.num_layers)
         if layers and not hidden_positions:
             raise ValueError("hidden_positions: expected at least one prompt position for hidden_layers")
-        with self._sharing.adding(request_done) as waiter:
+        with self._sharing.adding(request_done, watch.stepped if watch is not None else None) as waiter:
             plans = self._add_score_plans(waiter, prompts, self._choice_sets(choices, len(prompts)),
                                           layers, hidden_positions)
             owner.update({rid: i for i, plan in enumerate(plans) if isinstance(plan, _ScorePlan)
                           for rid in [plan.head, *plan.tails] if rid is not None})
             remaining.update(owner.values())
+            if watch is not None:
+                for plan in plans:
+                    if isinstance(plan, _ScorePlan):
+                        watch.expect(plan.prompt_tokens())
         finished = self._sharing.wait(waiter)
         results = [plan if isinstance(plan, ScoreError) else plan.result(i, finished)
                    for i, plan in enumerate(plans)]

@@ -7,8 +7,8 @@
 Each command runs in a subprocess (`python -m rubrics.cli.main`) from a scratch copy of examples/, so that paths in
 the output are the same wherever the repository lies. The embedded judge is the test suite's model
 (smollm2-135m-instruct, fast on a CPU). Only what varies from run to run is masked: timings (the judge's speed
-line, the seconds of `tasks run`, pytest's durations), object addresses in log tails, and the order in which
-parallel attempts report their progress.
+line and its progress lines, the seconds of `tasks run`, pytest's durations), object addresses in log tails, and
+the order in which parallel attempts report their progress.
 """
 from __future__ import annotations
 
@@ -32,6 +32,8 @@ PYTEST_DURATION = re.compile(r" in \d+\.\d+s")
 VOLATILE = [(re.compile(r"\(\d+\.\d+ judgments/s\) after \d+\.\d+s"), "(N judgments/s) after Ns"),
             (re.compile(r"(\d+/\d+ +\d+/\d+ +)\d+\.\d+"), r"\g<1>N"),
             (re.compile(r"0x[0-9a-f]{6,}"), "0xADDRESS")]
+# the judge's progress on a piped stderr, one line every 10 s of judging: how many depends on the machine's speed
+PROGRESS_LINE = re.compile(r"^judging \(\d+(h\d+m|m\d+s|s)\): ")
 
 
 def graded_folders(examples: Path) -> list[Path]:
@@ -82,9 +84,11 @@ def unvaried(text: str) -> str:
 
 
 def masked(text: str) -> str:
-    """The run's own timings out of a results line; durations and addresses out of any text."""
+    """The run's own timings out of a results line; durations and addresses out of any text; no progress lines."""
     lines = []
     for line in text.splitlines():
+        if PROGRESS_LINE.match(line):
+            continue
         try:
             record = json.loads(line)
         except ValueError:

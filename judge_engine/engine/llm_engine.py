@@ -63,6 +63,11 @@ class LLMEngine:
         self.output_processor = OutputProcessor(self.tokenizer, frozenset(eos), self.max_seq_len)
         self._requests: dict[str, TrackedRequest] = {}
         self._ready: list[RequestOutput] = []  # rejected requests, reported by the next step()
+        # request id -> its prompt tokens in the KV cache after the last step (computed, or served by the prefix
+        # cache when admitted), for each request whose prompt that step worked on: progress reports (LLM.score's
+        # on_prefill) read it after a step. A new dict each step, never changed after, so a reader in another
+        # thread sees one step's whole figures.
+        self.last_step_prompt_tokens: dict[str, int] = {}
 
     @property
     def eos_token_ids(self) -> frozenset[int]:
@@ -215,6 +220,7 @@ class LLMEngine:
         """Run one scheduled batch; return the outputs of requests that finished (and, for streamed
         requests, of those that gained tokens)."""
         outputs, self._ready = self._ready, []
+        self.last_step_prompt_tokens = {}
         out = self.scheduler.schedule()
         if not out.scheduled:
             if self.scheduler.has_unfinished():
@@ -227,6 +233,7 @@ class LLMEngine:
             return outputs + self._fail_batch(out, error)
         try:
             self.scheduler.step_done(out)
+            self.last_step_prompt_tokens = _prompt_tokens_in_cache(out)
             self.stats_counters.steps += 1
             self.stats_counters.batched_tokens += out.num_batched_tokens
             self.stats_counters.logits_rows += logits.shape[0]
@@ -421,6 +428,13 @@ class LLMEngine:
         request = self._requests.get(seq.request_id)
         if request is None or request.finished:  # the request's last sample or beam
             self.stats_counters.finished_requests += 1
+
+
+def _prompt_tokens_in_cache(out: SchedulerOutput) -> dict[str, int]:
+    """Request id -> prompt tokens in the cache after the step, for the step's sequences still in their prompt
+    (one item per scheduled sequence: no per-token work)."""
+    return {item.seq.request_id: min(item.end, item.seq.num_prompt_tokens)
+            for item in out.scheduled if item.start < item.seq.num_prompt_tokens}
 
 
 def _backend_option(config: EngineConfig) -> dict:

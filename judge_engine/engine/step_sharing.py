@@ -21,12 +21,14 @@ from dataclasses import dataclass, field
 from judge_engine.outputs import RequestOutput
 
 OnFinished = Callable[[str], None]
+OnStep = Callable[[dict[str, int]], None]   # LLMEngine.last_step_prompt_tokens of a step this caller ran
 
 
 @dataclass
 class Waiter:
     """One caller's wait: the requests it owns and what has finished of them."""
     on_finished: OnFinished | None
+    on_step: OnStep | None = None
     request_ids: set[str] = field(default_factory=set)
     finished: dict[str, RequestOutput] = field(default_factory=dict)
     unannounced: list[str] = field(default_factory=list)   # finished, on_finished not yet called (by the owner)
@@ -46,12 +48,13 @@ class StepSharing:
         self._adding = 0
 
     @contextmanager
-    def adding(self, on_finished: OnFinished | None = None) -> Iterator[Waiter]:
+    def adding(self, on_finished: OnFinished | None = None, on_step: OnStep | None = None) -> Iterator[Waiter]:
         """Hold the engine to add requests (and encode prompts); put each added request's id in the yielded
         waiter's request_ids, then pass the waiter to wait(). The next step waits for every caller inside, and
         the ids are claimed before it runs, so no output of theirs can go to nobody. If the block raises, the
-        requests it added are aborted."""
-        waiter = Waiter(on_finished)
+        requests it added are aborted. on_step, if given, hears of each step this caller's thread runs (what the
+        step did to the prompts it worked on), in that thread, outside every lock."""
+        waiter = Waiter(on_finished, on_step)
         with self._state:
             self._adding += 1
         try:
@@ -87,7 +90,10 @@ class StepSharing:
                         self._stepping = True
                 for request_id in announce:
                     waiter.on_finished(request_id)
-                if step and not self._step_once() and not self.engine.has_unfinished_requests():
+                stepped, prompt_tokens = self._step_once() if step else (True, {})
+                if step and waiter.on_step is not None:
+                    waiter.on_step(prompt_tokens)
+                if not stepped and not self.engine.has_unfinished_requests():
                     with self._state:
                         lost = sorted(waiter.request_ids - set(waiter.finished))
                     if lost:
@@ -102,12 +108,14 @@ class StepSharing:
                     for request_id in unfinished:
                         self.engine.abort_request(request_id)
 
-    def _step_once(self) -> bool:
-        """One engine step for every waiter; False when it produced no output at all."""
+    def _step_once(self) -> tuple[bool, dict[str, int]]:
+        """One engine step for every waiter: whether it produced any output, and what it did to the prompts it
+        worked on (read under the engine lock: another caller's step may follow at once)."""
         outputs: list[RequestOutput] = []
         try:
             with self._engine_lock:
                 outputs = self.engine.step()
+                prompt_tokens = self.engine.last_step_prompt_tokens
             with self._state:
                 for output in outputs:
                     owner = self._owners.get(output.request_id)
@@ -119,4 +127,4 @@ class StepSharing:
             with self._state:
                 self._stepping = False
                 self._state.notify_all()
-        return bool(outputs)
+        return bool(outputs), prompt_tokens

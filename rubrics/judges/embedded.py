@@ -11,8 +11,9 @@ probabilities (self-consistency).
 
 from __future__ import annotations
 
+import inspect
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -108,8 +109,9 @@ class EmbeddedJudge:
         self._builder: PromptBuilder | None = None
         self.name = f"embedded:{identity.name if known is not None or self.model is None else self.model}"
         self.last_cut_tokens = 0  # evidence tokens truncated in the last judge() call
-        # progress(judgments done, judgments in the batch, engine stats), called while a batch runs (CLI bar);
-        # a first call with 0 done says that the model is loaded and judging starts
+        # progress(judgments done, judgments in the batch, engine stats[, work=fraction of the batch's prompt tokens
+        # done]), called while a batch runs (CLI bar; work only where the callable takes it: call_progress); a
+        # first call with 0 done says that the model is loaded and judging starts
         self.progress: Any = None
 
     def identity(self) -> ModelIdentity:
@@ -208,7 +210,7 @@ class EmbeddedJudge:
         jobs = [ScoreJob(tuple(prompt.ids), tuple(map(tuple, prompt.choices)))
                 for prompt in built if not isinstance(prompt, PromptError)]
         if self.progress is not None:
-            self.progress(0, len(jobs), self.llm.stats())
+            call_progress(self.progress, 0, len(jobs), self.llm.stats(), work=0.0)
         scores = iter(score_in_prefix_order(self.llm, jobs, self.progress))
         verdicts = []
         for prompt in built:
@@ -267,7 +269,7 @@ class EmbeddedJudge:
             return [Verdict(met=None, probability=None, error=reason) for _ in requests]
         self.last_cut_tokens = sum(prompt.cut_tokens for p in planned for prompt in p.prompts)
         if self.progress is not None:  # the model is ready: judging starts now (the CLI times it from here)
-            self.progress(0, len(requests), self.llm.stats())
+            call_progress(self.progress, 0, len(requests), self.llm.stats(), work=0.0)
         self._generate_rationales(planned)
         return self._verdicts(planned)
 
@@ -443,36 +445,93 @@ def score_jobs(llm: Any, jobs: list[ScoreJob], weights: list[int], progress: Any
     """All jobs in one LLM.score batch; each result is a judge_engine Scored (the choices' log-probabilities and
     the tokens it cost) or the engine's reason (a str).
 
-    weights[i]: how many judgments job i completes, for progress(done, total, engine stats)."""
+    weights[i]: how many judgments job i completes, for progress (BatchProgress says what it hears)."""
     if not jobs:
         return []
-    total, done = sum(weights), 0
-
-    def scored(index: int) -> None:
-        nonlocal done
-        done += weights[index]
-        if progress is not None:
-            progress(done, total, llm.stats())
-
+    report = BatchProgress(progress, llm, sum(weights), sum(len(job.prompt) for job in jobs))
     results: list[Any] = [None] * len(jobs)
     groups: dict[tuple[int, ...], list[int]] = {}   # one engine call per set of hidden layers asked (mostly one)
     for index, job in enumerate(jobs):
         groups.setdefault(job.hidden_layers, []).append(index)
     for layers, indexes in groups.items():
-        for index, result in zip(indexes, _score_group(llm, [jobs[i] for i in indexes], layers,
-                                                       lambda i, indexes=indexes: scored(indexes[i]))):
+        share = sum(len(jobs[i].prompt) for i in indexes)
+        scored = _score_group(llm, [jobs[i] for i in indexes], layers,
+                              lambda i, indexes=indexes: report.scored(weights[indexes[i]]), report.on_prefill(share))
+        for index, result in zip(indexes, scored):
             results[index] = result
+        report.call_over(share)
     return results
 
 
-def _score_group(llm: Any, jobs: list[ScoreJob], layers: tuple[int, ...], on_scored: Any) -> list[Any]:
+@dataclass
+class BatchProgress:
+    """What score_jobs tells progress: progress(judgments done, judgments of the batch, engine stats, work=...) as
+    each job is scored, and, since the engine computes every prompt of the batch together (they all finish near
+    its end), as its prefill advances too: work is the fraction of the batch's prompt tokens done (computed, or
+    served by the prefix cache), from the engine's on_prefill. A progress that does not take work (written for
+    progress(done, total, stats)) hears of scored jobs only, as before."""
+    progress: Callable[..., None] | None
+    llm: Any
+    total: int            # judgments of the batch
+    tokens: int           # prompt tokens of the batch's jobs, to weigh its engine calls
+    done: int = 0
+    tokens_before: int = 0   # tokens of the engine calls already over (one per set of hidden layers asked)
+    work: float = 0.0
+    with_work: bool = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.with_work = self.progress is not None and takes_work(self.progress)
+
+    def scored(self, weight: int) -> None:
+        self.done += weight
+        self.report()
+
+    def on_prefill(self, share: int) -> Callable[[int, int], None] | None:
+        """The engine's on_prefill for the call over `share` of the batch's tokens (None: nobody to tell)."""
+        if not self.with_work:
+            return None
+
+        def prefilled(done: int, total: int) -> None:
+            self.work = min((self.tokens_before + share * done / max(total, 1)) / max(self.tokens, 1), 1.0)
+            self.report()
+        return prefilled
+
+    def call_over(self, share: int) -> None:
+        self.tokens_before += share
+
+    def report(self) -> None:
+        if self.progress is not None:
+            call_progress(self.progress, self.done, self.total, self.llm.stats(), self.work)
+
+
+def call_progress(progress: Callable[..., None], done: int, total: int, stats: dict, work: float) -> None:
+    """progress(done, total, stats, work=work), or progress(done, total, stats) for one that does not take work."""
+    if takes_work(progress):
+        progress(done, total, stats, work=work)
+    else:
+        progress(done, total, stats)
+
+
+def takes_work(progress: Callable[..., None]) -> bool:
+    """Whether a progress callable takes the work keyword (or any keyword): one written for progress(done, total,
+    stats) alone keeps working, without it."""
+    try:
+        parameters = inspect.signature(progress).parameters.values()
+    except (TypeError, ValueError):   # a builtin or C callable without a signature: the old protocol is safe
+        return False
+    return any((p.name == "work" and p.kind is not p.POSITIONAL_ONLY) or p.kind is p.VAR_KEYWORD for p in parameters)
+
+
+def _score_group(llm: Any, jobs: list[ScoreJob], layers: tuple[int, ...], on_scored: Any,
+                 on_prefill: Any = None) -> list[Any]:
     from judge_engine import ScoreError
 
-    hidden = {"hidden_layers": layers} if layers else {}
+    # keywords only when used, so that a stand-in LLM written for the plainer call (tests, a user's) still fits
+    options = {**({"hidden_layers": layers} if layers else {}), **({"on_prefill": on_prefill} if on_prefill else {})}
     try:
         results = llm.score_with_usage([list(job.prompt) for job in jobs],
                                        [[list(c) for c in job.choices] for job in jobs], on_scored=on_scored,
-                                       **hidden)
+                                       **options)
     except ScoreError as exc:  # every job failed: LLM.score raises the first reason instead of returning them
         return [exc.message] * len(jobs)
     except Exception as exc:  # noqa: BLE001 - an engine failure mid-batch makes every item an error, none raises
