@@ -401,3 +401,29 @@ def test_cuda_cache_sizing_uses_free_memory_after_warm_up(monkeypatch):
     assert blocks == (70 * gib - 40 * gib - 1 * gib) // per_block
     fixed = EngineConfig(device="cuda", kv_cache_bytes=100 * per_block)
     assert kv_cache.cuda_num_blocks(fixed, spec, lambda: calls.append("again")) == 100 and calls == ["warm-up"]
+
+
+def test_a_cpu_kv_cache_is_zeroed_and_costs_memory_only_where_written():
+    """In a fresh interpreter, so that nothing else moves the peak: 256 MiB of KV cache, all zeros, costs a few MiB
+    until written; writing a quarter of it costs about a quarter."""
+    import subprocess
+    import sys
+
+    code = """
+import resource, torch
+from judge_engine.engine.kv_cache import zeroed_on_demand
+def rss():
+    return int(open('/proc/self/statm').read().split()[1]) * 4096 / 2**20
+before = rss()
+cache = zeroed_on_demand((2, 4, 256, 16, 16, 128), torch.float32)   # 256 MiB
+assert cache.shape == (2, 4, 256, 16, 16, 128) and cache.dtype == torch.float32
+assert not bool(cache[1, 3, 200:].any())
+allocated = rss() - before
+cache[0, :2].fill_(1.0)   # a quarter
+written = rss() - before
+print(f'{allocated:.0f} {written:.0f}')
+"""
+    allocated, written = map(float, subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
+                                                   text=True).stdout.split())
+    assert allocated < 32, f"{allocated} MiB resident before any write"
+    assert 48 < written < 128, f"{written} MiB resident after writing 64 MiB"
