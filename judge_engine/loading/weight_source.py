@@ -43,7 +43,7 @@ class GGUFRows:
     spans two rows (a row's length is a whole number of blocks), so a row dequantizes alone."""
 
     def __init__(self, source: Any, shape: tuple[int, int]):
-        self.source = source      # gguf ReaderTensor; its data is a memory map of the file, one row of bytes per row
+        self.source = source      # gguf.py IndexedTensor: its data maps the file, one row of bytes per table row
         self.shape = torch.Size(shape)
 
     def rows(self, ids: torch.Tensor) -> torch.Tensor:

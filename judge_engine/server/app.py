@@ -4,7 +4,8 @@ Every request becomes one engine request (its n choices are samples of it, shari
 added to the engine loop while it runs, so concurrent clients share batches (continuous batching). A client that disconnects has its request aborted, which frees its KV blocks.
 GET /metrics returns the engine's counters and the loop's (peak running sequences among them) as JSON.
 
-Hardening: bodies over max_request_bytes get 413 before they are read in full (limits.py); prompts are tokenized
+Hardening: bodies over max_request_bytes get 413 before they are read in full, and large ones beyond a budget of
+bytes per second 429 (limits.py); prompts are tokenized
 in worker threads after a cheap length bound (tokenization.py), so the event loop and /health never wait on a
 tokenizer; an unexpected exception is a normal 500 that keeps the connection (errors.InternalErrors), and a
 stream always ends with an error event and `data: [DONE]`.
@@ -34,7 +35,7 @@ from judge_engine.server import protocol as p
 from judge_engine.server.auth import BearerAuth
 from judge_engine.server.engine_loop import EngineFailure, EngineLoop
 from judge_engine.server.errors import InternalErrors, OpenAIError, error_response, from_validation_error
-from judge_engine.server.limits import DEFAULT_MAX_REQUEST_BYTES, BodyLimit
+from judge_engine.server.limits import DEFAULT_LARGE_BODY_RATE, DEFAULT_MAX_REQUEST_BYTES, BodyLimit
 from judge_engine.server.logprobs import TokenTexts, chat_logprobs, completion_logprobs
 from judge_engine.server.tokenization import PromptEncoder
 
@@ -61,9 +62,11 @@ class ServerState:
 
 
 def create_app(engine: Any, model_name: str, api_key: str | None = None,
-               max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES) -> Starlette:
+               max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
+               large_body_rate: float = DEFAULT_LARGE_BODY_RATE) -> Starlette:
     """The app for one engine; with api_key, the /v1 routes need `Authorization: Bearer <api_key>`; request
-    bodies over max_request_bytes get 413."""
+    bodies over max_request_bytes get 413, and large ones beyond large_body_rate bytes per second 429
+    (limits.py)."""
     state = ServerState(engine, model_name)
 
     @contextlib.asynccontextmanager
@@ -87,7 +90,7 @@ def create_app(engine: Any, model_name: str, api_key: str | None = None,
     middleware = [Middleware(InternalErrors)]
     if api_key:
         middleware.append(Middleware(BearerAuth, api_key=api_key))
-    middleware.append(Middleware(BodyLimit, max_bytes=max_request_bytes))
+    middleware.append(Middleware(BodyLimit, max_bytes=max_request_bytes, large_body_rate=large_body_rate))
     # No handler for Exception: Starlette would send it and then re-raise, and uvicorn closes the connection
     # on a re-raised exception; InternalErrors answers those instead.
     app = Starlette(routes=routes, lifespan=lifespan, middleware=middleware,

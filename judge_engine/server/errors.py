@@ -19,9 +19,11 @@ class OpenAIError(Exception):
                  code: str | None = None):
         super().__init__(message)
         self.status, self.message, self.type, self.param, self.code = status, message, type, param, code
+        self.headers: dict[str, str] = {}   # e.g. Retry-After on a 429
 
     def response(self) -> JSONResponse:
-        return error_response(self.status, self.message, type=self.type, param=self.param, code=self.code)
+        return error_response(self.status, self.message, type=self.type, param=self.param, code=self.code,
+                              headers=self.headers)
 
     def body(self) -> dict:
         return ErrorResponse(error=ErrorBody(message=self.message, type=self.type, param=self.param,
@@ -29,9 +31,9 @@ class OpenAIError(Exception):
 
 
 def error_response(status: int, message: str, *, type: str = "invalid_request_error", param: str | None = None,
-                   code: str | None = None) -> JSONResponse:
+                   code: str | None = None, headers: dict[str, str] | None = None) -> JSONResponse:
     body = ErrorResponse(error=ErrorBody(message=message, type=type, param=param, code=code))
-    return JSONResponse(body.model_dump(), status_code=status)
+    return JSONResponse(body.model_dump(), status_code=status, headers=headers)
 
 
 def from_validation_error(error: ValidationError) -> OpenAIError:

@@ -5,7 +5,8 @@
 
 Routes: GET /v1/models, POST /v1/completions, POST /v1/chat/completions (logprobs, top_logprobs, max_tokens,
 temperature, top_p, stop, seed, stream), GET /metrics (engine and batching counters), GET /health. Request bodies
-over --max-request-bytes (default 4 MiB) get 413. Connections have a header and a body timeout and caps in all and
+over --max-request-bytes (default 4 MiB) get 413; bodies over 64 KiB beyond --large-body-rate bytes per second
+(default 1 MiB, all clients together) get 429. Connections have a header and a body timeout and caps in all and
 per client, and a repeated log line is written once with a count (judge_engine.server.connections).
 """
 from __future__ import annotations
@@ -14,8 +15,9 @@ import os
 import sys
 
 API_KEY_VARIABLE = "RUBRICS_SERVE_API_KEY"
-# judge_engine.server.limits.DEFAULT_MAX_REQUEST_BYTES, repeated so that `rubric --help` needs no server extras
+# judge_engine.server.limits' defaults, repeated so that `rubric --help` needs no server extras
 DEFAULT_MAX_REQUEST_BYTES = 4 * 1024 * 1024
+DEFAULT_LARGE_BODY_RATE = 1024 * 1024
 SERVE_INSTALL = "pip install 'agent-rubrics[engine,serve]'"
 
 
@@ -50,6 +52,10 @@ def register(subparsers) -> None:
     parser.add_argument("--max-request-bytes", type=positive_int, default=DEFAULT_MAX_REQUEST_BYTES,
                         help=f"largest request body accepted; larger ones get 413 (default: "
                              f"{DEFAULT_MAX_REQUEST_BYTES} = 4 MiB)")
+    parser.add_argument("--large-body-rate", type=positive_float, default=DEFAULT_LARGE_BODY_RATE, metavar="BYTES",
+                        help="bytes per second, all clients together, of request bodies over 64 KiB (reading them "
+                             "holds up every other request); beyond it they get 429 with Retry-After (default: "
+                             f"{DEFAULT_LARGE_BODY_RATE} = 1 MiB)")
     parser.add_argument("--log-level", default="warning", choices=["critical", "error", "warning", "info", "debug"])
     # judge_engine.server.connections' defaults, repeated so that `rubric --help` needs no server extras
     parser.add_argument("--header-timeout", type=positive_float, default=10.0, metavar="SECONDS",
@@ -185,7 +191,8 @@ def run(args) -> int:
         print(f"error: cannot load the model: {exc}", file=sys.stderr)
         return 1
     name = served_name(args)
-    app = create_app(engine, name, api_key=args.api_key, max_request_bytes=args.max_request_bytes)
+    app = create_app(engine, name, api_key=args.api_key, max_request_bytes=args.max_request_bytes,
+                     large_body_rate=args.large_body_rate)
     from judge_engine.server import install_repeat_filter, uvicorn_config
 
     limits = connection_limits(args)

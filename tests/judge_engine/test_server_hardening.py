@@ -227,6 +227,11 @@ def test_rubric_serve_takes_a_body_limit():
     assert build_parser().parse_args(["serve", "--max-request-bytes", "1000"]).max_request_bytes == 1000
     with pytest.raises(SystemExit):
         build_parser().parse_args(["serve", "--max-request-bytes", "0"])
+    from judge_engine.server.limits import DEFAULT_LARGE_BODY_RATE
+
+    assert serve_cli.DEFAULT_LARGE_BODY_RATE == DEFAULT_LARGE_BODY_RATE
+    assert build_parser().parse_args(["serve"]).large_body_rate == DEFAULT_LARGE_BODY_RATE
+    assert build_parser().parse_args(["serve", "--large-body-rate", "5e5"]).large_body_rate == 500_000
 
 
 def test_a_prompt_too_long_to_fit_is_refused_without_tokenizing(engine, monkeypatch):
@@ -383,3 +388,42 @@ def test_the_tokenizer_pool_serves_clients_in_turn(engine, monkeypatch):
         encoder.close()
     assert finished.index("polite") <= 3, finished   # FIFO would make it the ninth
     assert finished.count("flooder") == 8
+
+
+def test_large_bodies_past_the_budget_get_429_before_they_are_read_and_small_ones_never_do(engine):
+    from judge_engine.server.limits import FREE_BODY_BYTES
+
+    large = chat("lorem ipsum " * 20_000)   # about 240 KB: paid from the budget
+    # a budget of 10 KB per second; the bucket holds one body of the cap (300 KB), the first large body takes 175 KB
+    with serve(engine, max_request_bytes=300_000, large_body_rate=10_000) as server, \
+            httpx.Client(base_url=server.url, timeout=30) as http:
+        first = http.post("/v1/chat/completions", json=large)
+        assert first.status_code == 400   # read, then refused by the context probe: it was paid for and read
+        second = http.post("/v1/chat/completions", json=large)
+        assert second.status_code == 429, second.text
+        assert second.json()["error"]["code"] == "large_bodies_throttled"
+        assert 3 <= int(second.headers["Retry-After"]) <= 8   # (175 KB - 125 KB left) at 10 KB/s
+        small = chat("x" * (FREE_BODY_BYTES // 2))   # under the free size: never rationed
+        assert http.post("/v1/chat/completions", json=small).status_code != 429
+
+        def chunks():   # no Content-Length: paid as it arrives
+            for _ in range(140):
+                yield b" " * 2000
+        chunked = http.post("/v1/chat/completions", content=chunks(), headers={"Content-Type": "application/json"})
+        assert chunked.status_code == 429 and chunked.json()["error"]["code"] == "large_bodies_throttled"
+
+
+def test_the_large_body_budget_refills_at_its_rate():
+    from judge_engine.server.limits import LargeBodyBudget
+
+    now = [0.0]
+    budget = LargeBodyBudget(rate=1000, burst=5000, clock=lambda: now[0])
+    assert budget.take(5000) is None
+    assert budget.take(1000) == pytest.approx(1.0)   # refused: a second until it could pay
+    now[0] = 1.0
+    assert budget.take(1000) is None
+    assert budget.take(20_000) == pytest.approx(5.0)  # larger than it holds: pays once full
+    now[0] = 6.0
+    assert budget.take(20_000) is None
+    with pytest.raises(ValueError):
+        LargeBodyBudget(rate=0, burst=1)
