@@ -2,7 +2,8 @@
 continuous batching with chunked prefill and preemption). Imports torch and transformers lazily, so that
 `import judge_engine` stays cheap until an engine is built.
 
-One thread drives an engine: LLM and LLMEngine are not thread-safe.
+An LLM may be called from several threads at once (their requests share the engine's batches:
+engine/step_sharing.py); an LLMEngine is driven by one thread at a time.
 """
 
 from __future__ import annotations
