@@ -72,3 +72,27 @@ def test_recorded_quality_says_the_figures_are_the_shipped_calibrations_on_the_h
     fitted = module.summarise("choice", judgments("alpha", 40, 1) + judgments("beta", 40, 2) + judgments("gamma", 24, 3),
                               SPLIT, {})
     assert "calibration" not in module.quality_entry(fitted)   # fitted on the training domains, as written
+
+
+def test_two_runs_are_compared_on_their_shared_labels_from_raw_scores(tmp_path):
+    """benchmarks/compare_judge_runs.py on two made-up runs' JSON over the real labels: the same metrics for both,
+    and the probabilities' gap."""
+    import json
+    import subprocess
+    import sys
+
+    labels = benchmark().load_labelled(["calendar-rescheduling"])[0][0]
+    line_of = benchmark().line_of
+    keys = [f"{label.domain}:{line_of(label.source)}" for label in labels]
+    good = {key: (0.8 if label.met else 0.2) for key, label in zip(keys, labels)}
+    worse = {key: 0.5 for key in keys}
+    paths = []
+    for name, raw in (("good", good), ("worse", worse)):
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps({"choice": {"raw": raw}}))
+        paths.append(f"{name}={path}")
+    out = subprocess.run([sys.executable, str(REPO / "benchmarks" / "compare_judge_runs.py"), *paths],
+                         capture_output=True, text=True, check=True).stdout.splitlines()
+    assert out[0].startswith(f"good: {len(labels)} labels; clear bal. acc. 1.000")
+    assert "clear pairs ranked 1.000" in out[0] and "clear pairs ranked 0.500" in out[1]
+    assert out[2] == f"|P(met) difference| over {len(labels)} labels: max 0.300, mean 0.300"

@@ -1,0 +1,59 @@
+"""Two runs of benchmarks/judge_quality.py (their --json files) compared on the same labels, from their raw P(met)
+(the method's score before any calibration, so both are read alike): balanced accuracy at 0.5, AUC and Brier on the
+clear and the hard labels, same-item pairs ranked, near misses caught, and how far the probabilities are apart.
+For a change of numerics (int8 against float32, say) where no calibration of the new numerics is fitted yet.
+
+    python benchmarks/compare_judge_runs.py NAME=RUN.json NAME=RUN.json [--method choice]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from judge_quality import line_of, load_labelled  # noqa: E402
+
+
+def judged_from(raw: dict[str, float | None], labels: list) -> list:
+    from rubrics.judge_eval.metrics import Judged
+
+    keyed = ((label, f"{label.domain}:{line_of(label.source)}") for label in labels)
+    return [Judged(label, raw[key], None) for label, key in keyed if key in raw]
+
+
+def describe(name: str, judged: list) -> str:
+    from rubrics.judge_eval import metrics
+
+    summary = metrics.summary(judged)
+    clear, hard = summary["by_difficulty"]["clear"], summary["by_difficulty"]["hard"]
+    return (f"{name}: {len(judged)} labels; clear bal. acc. {clear['balanced_accuracy']:.3f}, AUC {clear['auc']:.3f}, "
+            f"Brier {clear['brier']:.3f}; hard bal. acc. {hard['balanced_accuracy']:.3f}, AUC {hard['auc']:.3f}; "
+            f"clear pairs ranked {summary['clear_pairs_ranked']:.3f}, near-miss pairs ranked "
+            f"{summary['near_miss_pairs_ranked']:.3f}, near misses caught {summary['near_misses_caught']:.3f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("runs", nargs=2, metavar="NAME=RUN.json")
+    parser.add_argument("--method", default="choice")
+    args = parser.parse_args()
+    labels = [label for labelled, _ in load_labelled() for label in labelled]
+    raws = {}
+    for spec in args.runs:
+        name, _, path = spec.partition("=")
+        raws[name] = json.loads(Path(path).read_text())[args.method]["raw"]
+    shared = set.intersection(*(set(raw) for raw in raws.values()))
+    for name, raw in raws.items():
+        print(describe(name, judged_from({k: v for k, v in raw.items() if k in shared}, labels)))
+    first, second = raws.values()
+    gaps = [abs(first[k] - second[k]) for k in shared if first[k] is not None and second[k] is not None]
+    print(f"|P(met) difference| over {len(gaps)} labels: max {max(gaps):.3f}, mean {statistics.mean(gaps):.3f}")
+
+
+if __name__ == "__main__":
+    main()
