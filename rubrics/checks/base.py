@@ -10,8 +10,9 @@ from typing import Any, Protocol, runtime_checkable
 from pydantic import BaseModel, ConfigDict
 
 from rubrics.rubric.problems import ERROR, WARNING  # noqa: F401 - the severities the check families report
+from rubrics.rubric.problems import did_you_mean
 from rubrics.trajectory import Trajectory
-from rubrics.trajectory.selectors import Selection, is_valid_selector, select
+from rubrics.trajectory.selectors import SELECTOR_HINTS, Selection, is_valid_selector, select
 
 LintProblem = tuple[str, str, str]  # (severity, code, message); the message starts with the field name
 
@@ -86,7 +87,8 @@ def lint_selector(field: str, selector: str) -> list[LintProblem]:
     if is_valid_selector(selector):
         return []
     known = "final_answer, assistant, transcript, emails, files, files.<path>, tool_calls, state.<path>"
-    return [(ERROR, "unknown-selector", f"{field}: unknown selector {selector!r}; expected one of {known}")]
+    hint = did_you_mean(selector, SELECTOR_HINTS)   # the same hint as judge evidence's selectors get
+    return [(ERROR, "unknown-selector", f"{field}: unknown selector {selector!r}{hint}; expected one of {known}")]
 
 
 def as_list(value: str | list[str] | None) -> list[str]:

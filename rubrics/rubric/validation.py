@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import difflib
 from typing import Any, Iterator
 
 from pydantic import ValidationError
@@ -15,7 +14,8 @@ from pydantic import ValidationError
 from rubrics.rubric import rules
 from rubrics.rubric.source_map import SourceMap
 from rubrics.rubric.spec import (JUDGE_ONLY_FIELDS, Item, ItemFields, JudgeOptions, Rubric, RubricHeader)
-from rubrics.rubric.problems import ERROR, Problem
+from rubrics.rubric.problems import ERROR, Problem, did_you_mean
+from rubrics.trajectory.selectors import SELECTOR_HINTS
 
 JUDGE_KEY = "judge"
 COMBINATOR_LIST_KEYS = ("all_of", "any_of")
@@ -31,11 +31,6 @@ def check_keys() -> list[str]:
 def field_names(model) -> list[str]:
     """The names a user writes: aliases where a field has one (`in` for `in_`)."""
     return [info.alias or name for name, info in getattr(model, "model_fields", {}).items()]
-
-
-def did_you_mean(word: str, candidates) -> str:
-    close = difflib.get_close_matches(word, list(candidates), n=1, cutoff=0.6)
-    return f" (did you mean '{close[0]}'?)" if close else ""
 
 
 def comma_hint(key: str, value: Any) -> str:
@@ -294,9 +289,6 @@ class RubricValidator:
         except ValidationError as exc:
             self.problems += pydantic_problems(exc, path, self.smap, JudgeOptions.model_fields, config)
             return None
-
-
-SELECTOR_HINTS = ("final_answer", "assistant", "transcript", "emails", "files", "tool_calls", "state")
 
 
 def child_checks(key: str, config: Any, path: tuple) -> Iterator[tuple[str, Any, tuple]]:

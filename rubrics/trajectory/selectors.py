@@ -17,6 +17,8 @@ from rubrics.trajectory import Email, Trajectory
 PLAIN_SELECTORS = ("final_answer", "assistant", "transcript", "emails", "files", "tool_calls")
 KNOWN_SELECTOR_PREFIXES = (*PLAIN_SELECTORS, "files.", "state.")
 DEFAULT_SELECTOR = "final_answer"
+# what an unknown selector is compared with for a did-you-mean (files.<path> and state.<path> by their first word)
+SELECTOR_HINTS = (*PLAIN_SELECTORS, "state")
 _GLOB_CHARS = re.compile(r"[*?\[]")
 
 

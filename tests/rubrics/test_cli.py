@@ -95,6 +95,18 @@ def test_malformed_trajectory_in_a_directory(det_rubric, tmp_path):
     assert "Traceback" not in done.stderr
 
 
+def test_a_trajectory_path_that_does_not_exist_prints_only_its_error(det_rubric, tmp_path):
+    """Nothing loaded: no table header on stdout beside the error; the JSON formats still write strict JSON."""
+    missing = tmp_path / "missing-file.json"
+    done = rubric("grade", det_rubric, missing)
+    assert (done.returncode, done.stdout) == (1, "")
+    assert f"{missing}: error: no such file or directory" in done.stderr
+    as_json = rubric("grade", det_rubric, missing, "--format", "json")
+    assert as_json.returncode == 1 and json.loads(as_json.stdout) == []
+    as_jsonl = rubric("grade", det_rubric, missing, "--format", "jsonl")
+    assert (as_jsonl.returncode, as_jsonl.stdout) == (1, "")
+
+
 def test_missing_path_and_invalid_rubric(det_rubric, tmp_path):
     done = rubric("grade", det_rubric, tmp_path / "nope.json")
     assert done.returncode == 1 and "nope.json: error: no such file" in done.stderr

@@ -38,6 +38,12 @@ def test_an_unknown_name_is_refused_with_a_did_you_mean(capsys):
     assert "did you mean 'qwen2.5-coder-1.5b-instruct'?" in err and "rubric model list" in err
 
 
+def test_the_start_of_a_catalog_name_is_refused_with_that_name_suggested(capsys):
+    assert main(["model", "pull", "smollm"]) == 2
+    err = capsys.readouterr().err
+    assert "smollm: not a catalog model (did you mean 'smollm2-135m-instruct'?)" in err and "rubric model list" in err
+
+
 def test_list_shows_every_catalog_model_with_size_licence_method_and_whether_it_is_pulled(capsys, tmp_path,
                                                                                         monkeypatch):
     monkeypatch.setenv("RUBRICS_CACHE", str(tmp_path))

@@ -137,7 +137,7 @@ def test_opening_a_trajectory_shows_items_probabilities_evidence_and_marked_part
     assert browser.evaluate("location.hash") == f"#t={index}"
     result = results[index]
     items = browser.evaluate("""Array.from(document.querySelectorAll('#items tbody tr')).map(tr => ({
-        id: tr.dataset.item, status: tr.children[1].firstChild.textContent, bar: !!tr.querySelector('.prob'),
+        id: tr.dataset.item, status: tr.children[1].firstChild.dataset.status, bar: !!tr.querySelector('.prob'),
         threshold: !!tr.querySelector('.prob .threshold'), band: !!tr.querySelector('.prob .band'),
         evidence: tr.children[4].textContent}))""")
     assert [i["id"] for i in items] == [i["id"] for i in result["items"]]
@@ -156,6 +156,28 @@ def test_opening_a_trajectory_shows_items_probabilities_evidence_and_marked_part
     focused = browser.evaluate(
         "Array.from(document.querySelectorAll('#trajectory .part.focus')).map(p => p.dataset.kind)")
     assert "email" in focused
+
+
+def test_a_met_penalty_is_shown_as_the_penalty_applied_and_an_unmet_one_as_not_applied(tmp_path):
+    """A met penalty cost its points: it must not read as a green "met" beside the rewards that earned some."""
+    from rubrics.result import ItemResult, Result
+
+    items = [ItemResult(id="reward", kind="criterion", points=2, status="met", method="code", evidence="found"),
+             ItemResult(id="untraceable", kind="criterion", points=-3, status="met", method="code", evidence="made up"),
+             ItemResult(id="leaks", kind="criterion", points=-2, status="unmet", method="code", evidence="none")]
+    result = Result(trajectory_id="t", rubric_id="r", score=0.0, gates_passed=True, earned=-1, total=2,
+                    complete=True, items=items)
+    results = tmp_path / "results.jsonl"
+    results.write_text(json.dumps(result.to_dict()) + "\n", encoding="utf-8")
+    page = tmp_path / "page.html"
+    rubric("view", str(results), "--static", str(page))
+    dom = dump_dom(page.as_uri() + "#t=0", tmp_path / "profile")
+    shown = {tr.attrs["data-item"]: tr.find_all("td")[1].find("span") for tr in rows_of(dom, "items")}
+    assert shown["reward"].text() == "met" and shown["reward"].has_class("status-met")
+    assert shown["untraceable"].text() == "penalty applied (\u22123)"
+    assert shown["untraceable"].has_class("status-penalty")
+    assert shown["leaks"].text() == "penalty not applied" and shown["leaks"].has_class("status-not-applied")
+    assert [shown[i].attrs["data-status"] for i in ("reward", "untraceable", "leaks")] == ["met", "met", "unmet"]
 
 
 def test_two_runs_compared_show_differences_flips_and_the_bootstrap_summary(example_runs, example_page, tmp_path):

@@ -75,7 +75,20 @@
   const pct = (x) => (x === null || x === undefined ? "–" : Math.round(x * 100) + "%");
   const signed = (x) => (x === null || x === undefined ? "–" : (x > 0 ? "+" : "") + Number(x).toFixed(3));
 
-  function status(s) { return h("span", { class: "status-" + (s === "met" || s === "unmet" ? s : "error") }, s); }
+  function status(s) {
+    return h("span", { class: "status-" + (s === "met" || s === "unmet" ? s : "error"), "data-status": s }, s);
+  }
+
+  // An item's status as what it did to the score: a penalty (negative points) that is met cost its points, so it
+  // must not look like a green "met"; one that is unmet cost nothing, so it is neutral rather than a red "unmet".
+  function itemStatus(item) {
+    if (!(item.points < 0) || (item.status !== "met" && item.status !== "unmet")) return status(item.status);
+    const applied = item.status === "met";
+    const title = applied ? "met: the penalised behaviour occurred, " + item.points + " points"
+      : "unmet: the penalised behaviour did not occur, no points taken";
+    return h("span", { class: applied ? "status-penalty" : "status-not-applied", "data-status": item.status, title },
+      applied ? "penalty applied (\u2212" + Math.abs(item.points) + ")" : "penalty not applied");
+  }
 
   function gatePill(row) {
     if (row.gates_passed === true) return h("span", { class: "pill good" }, "passed");
@@ -351,7 +364,7 @@
         const tr = h("tr", { class: "item-row", "data-item": item.id, onclick: () => focus(item.id) },
           h("td", { class: "id" }, h("div", {}, item.id, " ", h("span", { class: "pill" }, item.kind), item.uncertain ? h("span", { class: "pill warn" }, "uncertain") : null,
             (item.tags || []).map((t) => h("span", { class: "pill" }, t))), h("div", { class: "muted" }, item.text || "")),
-          h("td", {}, status(item.status), h("div", { class: "muted" }, item.method)),
+          h("td", {}, itemStatus(item), h("div", { class: "muted" }, item.method)),
           h("td", { class: "num" }, item.points === null ? "gate" : item.points),
           h("td", {}, item.method === "judge" && own(bands, item.id) ? probabilityBar(item, bands[item.id])
             : h("span", { class: "muted" }, item.method), members),
