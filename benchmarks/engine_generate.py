@@ -61,7 +61,7 @@ def main() -> None:
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--model", default=None)
     parser.add_argument("--concurrency", type=int, default=32)
-    parser.add_argument("--quantization", choices=["int8"], default=None,
+    parser.add_argument("--quantization", choices=["int8", "int8-weights"], default=None,
                         help="also run an int8 engine, in rounds alternating with the float one")
     parser.add_argument("--rounds", type=int, default=3, help="float / int8 rounds with --quantization")
     args = parser.parse_args()

@@ -324,7 +324,7 @@ def main() -> None:
     parser.add_argument("--block-size", type=int, default=None, help="KV block size (default: the engine's)")
     parser.add_argument("--rounds", type=int, default=5, help="engine/baseline rounds (the ratio is their median)")
     parser.add_argument("--baseline-sample", type=int, default=None, help="prompts timed for the baseline")
-    parser.add_argument("--quantization", choices=["int8"], default=None,
+    parser.add_argument("--quantization", choices=["int8", "int8-weights"], default=None,
                         help="also run an int8 engine in every round, against the float one and the baseline")
     parser.add_argument("--rss", action="store_true",
                         help="also measure each engine alone in a fresh process: judgments/s and peak RSS")

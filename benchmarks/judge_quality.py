@@ -376,7 +376,7 @@ def main() -> None:
                              "domain) into the model's shipped calibration file "
                              "(rubrics/judges/calibrations/<catalog name>.json, other methods' entries kept) and its "
                              "held-out figures into rubrics/judges/calibrations/quality.json")
-    parser.add_argument("--quantization", choices=("int8",),
+    parser.add_argument("--quantization", choices=("int8", "int8-weights"),
                         help="judge with int8 linear maps; --write-calibration then writes the model's int8 "
                              "calibration file (<catalog name>.int8.json) and its figures under quantized.int8")
     parser.add_argument("--split", default=str(LABELS / "split.yaml"),

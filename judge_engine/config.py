@@ -42,7 +42,8 @@ class EngineConfig:
     max_model_len: int | None = None  # None: the model's max_position_embeddings
     # where the embedded model and GGUF conversions are kept; None: $JUDGE_ENGINE_CACHE or ~/.cache/judge_engine
     cache_dir: str | Path | None = None
-    # None: float linear maps; "int8": W8A8 linear maps on the CPU (judge_engine/loading/quantization.py), activations float32
+    # None: float linear maps; on the CPU (judge_engine/loading/quantization.py), "int8": W8A8 linear maps, or
+    # "int8-weights": int8 weights times float32 activations (W8A32); either way activations are float32
     quantization: str | None = None
     dtype_reason: str = field(init=False, default="")  # why the engine computes in `dtype`
 

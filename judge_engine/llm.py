@@ -113,7 +113,8 @@ class LLM:
         "float32" or "bfloat16"; device, block_size, max_num_seqs, max_num_batched_tokens, kv_cache_bytes,
         enable_prefix_caching, attention_backend, gpu_memory_utilization, max_model_len; cache_dir: where the
         embedded model and GGUF conversions are kept, default $JUDGE_ENGINE_CACHE or ~/.cache/judge_engine;
-        quantization: None, or "int8" for int8 linear maps on the CPU, quantized once into cache_dir)."""
+        quantization: None, "int8" for int8 linear maps on the CPU, or "int8-weights" for int8 weights times float
+        activations; quantized once into cache_dir)."""
         self.engine = LLMEngine(EngineConfig(model=model, **options))
         self._ids = itertools.count()
         self._sharing = StepSharing(self.engine)
@@ -133,7 +134,8 @@ class LLM:
 
     @property
     def quantization(self) -> str | None:
-        """None (float linear maps) or "int8" (int8 linear maps, float32 activations)."""
+        """None (float linear maps), "int8" (int8 linear maps, float32 activations) or "int8-weights" (int8 weights
+        times float32 activations)."""
         return self.engine.config.quantization
 
     @property

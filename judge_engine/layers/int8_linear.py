@@ -177,13 +177,15 @@ class Int8Weight(nn.Module):
         return out if bias is None else out.add_(bias)
 
 
-class Int8HeadWeight(Int8Weight):
-    """The LM head's weight held int8 with per-output-channel scales, multiplied by float activations (W8A32).
+class DequantizedInt8Weight(Int8Weight):
+    """A linear map's weight held int8 with per-output-channel scales, multiplied by float activations (W8A32).
 
-    Quantizing the head's activations per token cost the most accuracy of any map (docs/benchmarks.md), while its
-    weight alone costs little; held int8, a tied head no longer keeps the float embeddings resident (0.9 GB for a
-    1.5B model: the lookups read a few rows). The products are the float path's (row tiles, batch-invariant) over
-    a float copy of DEQUANTIZED_ROWS rows of the weight at a time, then scaled per output channel."""
+    The memory of int8 without the cost of quantizing activations, which is most of int8's accuracy cost (per-token
+    activation scales meet the activations' outlier channels); at the speed of float products. The LM head always
+    runs this way under quantization="int8" (quantizing its activations per token cost the most accuracy of any map,
+    docs/benchmarks.md; held int8, a tied head no longer keeps the float embeddings resident), and every map does
+    under quantization="int8-weights". The products are the float path's (row tiles, batch-invariant) over a float
+    copy of DEQUANTIZED_ROWS rows of the weight at a time, then scaled per output channel."""
 
     DEQUANTIZED_ROWS = 8192   # fixed: every product's shape is a function of the weight's alone
 

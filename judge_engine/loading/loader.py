@@ -68,7 +68,8 @@ def load_model(
     """Build the model on ``device`` in ``dtype`` and fill it from the checkpoint (a .gguf is converted once, into
     ``cache_dir``). The registry (models/registry.py) names the config and model classes of its architecture.
     ``max_model_len`` below config.json's context: the model is built for that context (``config.serving``; it
-    picks Phi-3's long-rope factors), and the spec reports it. ``quantization`` "int8": the linear maps run int8
+    picks Phi-3's long-rope factors), and the spec reports it. ``quantization`` "int8" or "int8-weights": the
+    linear maps run int8 (W8A8) or int8 weights with float activations (W8A32)
     (judge_engine/loading/quantization.py), their weights read from its disk cache or quantized into it now, one
     checkpoint tensor at a time; a .gguf's float32 weights are then never written (weight_source.py)."""
     device = torch.device(device)
@@ -89,5 +90,5 @@ def load_model(
         else:
             from judge_engine.loading.quantization import load_quantized
 
-            model.quantized_from = load_quantized(model, weights, cache_dir)  # "cache" or "built"
+            model.quantized_from = load_quantized(model, weights, cache_dir, quantization)  # "cache" or "built"
     return model.eval(), ModelSpec.from_config(config)

@@ -1,4 +1,6 @@
-"""int8 linear maps (EngineConfig.quantization="int8"): W8A8 products whose integer sums make batch invariance free.
+"""int8 linear maps: EngineConfig.quantization="int8" (W8A8 products whose integer sums make batch invariance free)
+or "int8-weights" (the same int8 weights, multiplied by float activations: W8A32, layers/int8_linear.py's
+DequantizedInt8Weight; the memory of int8 at about float32's accuracy and speed).
 
 The recipe (RECIPE; the disk cache is keyed by it, so a changed recipe rebuilds):
 
@@ -34,13 +36,13 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from judge_engine.layers.int8_linear import Int8HeadWeight, Int8Weight, quantize_weight
+from judge_engine.layers.int8_linear import DequantizedInt8Weight, Int8Weight, quantize_weight
 from judge_engine.loading.weight_source import WeightSource
 
 log = logging.getLogger(__name__)
 
-QUANTIZATIONS = ("int8",)
-# The LM head: its weight int8, its activations float (Int8HeadWeight). Measured three ways (docs/benchmarks.md):
+QUANTIZATIONS = ("int8", "int8-weights")
+# The LM head: its weight int8, its activations float (DequantizedInt8Weight). Measured three ways (docs/benchmarks.md):
 # a float head keeps a tied model's float embeddings resident (0.9 GB for a 1.5B model); a W8A8 head added half
 # the int8 accuracy cost (max |log-prob - float32| 0.93 against 0.68 on benchmarks/engine_judge.py's prompts);
 # the weight alone costs little of either.
@@ -70,7 +72,7 @@ class _Site:
             self.owner.use_weight(weight)
             return
         if self.attribute == "logits_head":
-            weight = Int8HeadWeight(weight.qweight, weight.scale)
+            weight = DequantizedInt8Weight(weight.qweight, weight.scale)
             model.logits_head = weight
             if model.lm_head is not None:  # untied: the float head is no longer read
                 del model.lm_head
@@ -132,11 +134,15 @@ def prepare_for_quantization(model: nn.Module) -> None:
 EMBEDDINGS = "model.embed_tokens.weight"
 
 
-def load_quantized(model: nn.Module, source: WeightSource, cache_dir: str | Path | None = None) -> str:
+def load_quantized(model: nn.Module, source: WeightSource, cache_dir: str | Path | None = None,
+                   quantization: str = "int8") -> str:
     """Fill ``model`` from ``source`` with every supported linear map int8: the int8 weights read from the disk
     cache, or quantized into it now from the source's tensors one at a time; the other tensors (norms, biases) read
     as they are; the embeddings looked up row by row in the source (a GGUF's own blocks). No float copy of a
-    quantized weight is ever held whole. Returns "cache" or "built"."""
+    quantized weight is ever held whole. ``quantization``: "int8" (W8A8 maps) or "int8-weights" (W8A32 maps; the
+    same int8 weights and cache file). Returns "cache" or "built"."""
+    if quantization not in QUANTIZATIONS:
+        raise ValueError(f"quantization: expected one of {QUANTIZATIONS}, got {quantization!r}")
     prepare_for_quantization(model)
     sites = _sites(model)
     feeds = _feeds(model, sites)
@@ -156,12 +162,14 @@ def load_quantized(model: nn.Module, source: WeightSource, cache_dir: str | Path
     if cached is None:
         raise RuntimeError(f"int8: the cache {path} written now cannot be read back")
     model.load_weights(_unquantized_tensors(source, set(feeds) | {EMBEDDINGS}))
+    kind = Int8Weight if quantization == "int8" else DequantizedInt8Weight
     for site in sites:
-        site.install(model, Int8Weight(*cached[site.name]))
+        site.install(model, kind(*cached[site.name]))
     del model.embed_tokens   # a placeholder until now
     model.embed_tokens = source.lookup_table(EMBEDDINGS)
-    # no product needs the flat batch padded to row tiles any more (a float LM head pads its own few rows)
-    model.pads_row_tiles = False
+    # W8A8: no product needs the flat batch padded to row tiles any more (the float LM head pads its own few rows);
+    # W8A32 products are row-tiled float products, as a float model's
+    model.pads_row_tiles = quantization != "int8"
     return origin
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 
+from rubrics.judges.calibration_file import QUANTIZATIONS
 from rubrics.judges.methods import METHOD_NAMES
 
 JUDGES = ("embedded", "openai", "panel", "none")
@@ -73,9 +74,10 @@ def register(subparsers) -> None:
                                          "(embedded); a model name (openai)")
     parser.add_argument("--method", choices=METHOD_NAMES,
                         help="verdict method for judge items that name none (default: the judge model's own)")
-    parser.add_argument("--quantization", choices=("int8",),
-                        help="embedded judge: int8 linear maps on the CPU (faster, smaller; a calibration must be "
-                             "fitted for it)")
+    parser.add_argument("--quantization", choices=QUANTIZATIONS,
+                        help="embedded judge on the CPU: int8 linear maps (faster, a third of the memory) or "
+                             "int8-weights (int8 weights times float activations: the memory, not the speed); a "
+                             "calibration must be fitted for either")
     parser.add_argument("--send-key-to-rubric-urls", action="store_true",
                         help="send the API key ($RUBRICS_OPENAI_API_KEY or $OPENAI_API_KEY) to the openai:URL panel "
                              "members a rubric names too (default: only to --base-url's server and members you name)")
@@ -218,7 +220,8 @@ def run(args) -> int:
     if graded is None:
         return 1
     results, load_errors = graded.results, graded.load_errors
-    write_results(results, args, aggregate_of(args, graded))
+    if not nothing_loaded(graded, args):
+        write_results(results, args, aggregate_of(args, graded))
     if args.reward_json:   # one trial's reward for task runners; null unless its result is complete
         from rubrics.integrations.reward_json import reward_json_option
         reward_json_option(args, results, load_errors)
@@ -240,6 +243,12 @@ class Graded:
     jobs: list       # rubrics.grading.jobs.Job, in result order
     results: list    # rubrics.result.Result
     load_errors: list[str]
+
+
+def nothing_loaded(graded: Graded, args) -> bool:
+    """No input loaded: a table would be a header over no rows beside the errors on stderr, so none is printed (nor
+    written to --output). JSON and JSONL still write their empty document: their reader always gets strict JSON."""
+    return args.format == "table" and not graded.results and bool(graded.load_errors)
 
 
 def grade_paths(args) -> Graded | None:

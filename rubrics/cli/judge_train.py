@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import sys
 
+from rubrics.judges.calibration_file import QUANTIZATIONS
+
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
@@ -22,7 +24,8 @@ def register(subparsers) -> None:
                         help="the rubric of the labels; give it once for all files, or once per labels file")
     parser.add_argument("--model", help="judge model: a catalog name or a local HF folder or .gguf (default: the "
                                          "default judge model)")
-    parser.add_argument("--quantization", choices=("int8",), help="int8 linear maps (the head is recorded as int8)")
+    parser.add_argument("--quantization", choices=QUANTIZATIONS,
+                        help="int8 linear maps or int8 weights (the head is recorded so)")
     parser.add_argument("--layer", type=int, action="append", metavar="N",
                         help="a candidate layer (0 = embeddings ... the model's depth = the last, after the final "
                              "norm); repeatable; default: at one half, two thirds, five sixths and all of the depth")

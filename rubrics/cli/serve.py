@@ -14,6 +14,8 @@ from __future__ import annotations
 import os
 import sys
 
+from rubrics.judges.calibration_file import QUANTIZATIONS
+
 API_KEY_VARIABLE = "RUBRICS_SERVE_API_KEY"
 # judge_engine.server.limits' defaults, repeated so that `rubric --help` needs no server extras
 DEFAULT_MAX_REQUEST_BYTES = 4 * 1024 * 1024
@@ -33,9 +35,10 @@ def register(subparsers) -> None:
     parser.add_argument("--port", type=int, default=8000, help="port to bind (default: 8000)")
     parser.add_argument("--device", default="cpu", help="cpu or cuda[:N] (default: cpu)")
     parser.add_argument("--dtype", default="float32", help="float32 or bfloat16 (default: float32)")
-    parser.add_argument("--quantization", default="none", choices=["none", "int8"],
-                        help="int8: the model's linear maps in int8 on the CPU, activations float32, weights "
-                             "quantized once into the cache (default: none)")
+    parser.add_argument("--quantization", default="none", choices=["none", *QUANTIZATIONS],
+                        help="int8: the model's linear maps in int8 on the CPU, activations float32; int8-weights: "
+                             "int8 weights times float32 activations; weights quantized once into the cache "
+                             "(default: none)")
     parser.add_argument("--max-num-seqs", type=int, default=256, help="most sequences in one batch")
     parser.add_argument("--max-num-batched-tokens", type=int, default=None,
                         help="token budget of one step (default: 128 on the CPU, where a step costs what its tokens "

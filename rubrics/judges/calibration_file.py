@@ -28,6 +28,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+# what an embedded judge's linear maps may compute in besides floating point (judge_engine's EngineConfig
+# .quantization; repeated here so that the CLI's --help needs no engine): int8 weights and activations (W8A8), or
+# int8 weights times float activations (W8A32). Each has its own calibration, since its raw scores differ a little.
+QUANTIZATIONS = ("int8", "int8-weights")
+
 from rubrics.judges.methods import METHOD_NAMES, Calibration
 from rubrics.judges.prompt.prompts import PROMPT_LAYOUT_VERSION
 
@@ -154,8 +159,9 @@ def calibration_from_dict(data: Any, where: str = "<calibration>") -> Calibratio
     if not isinstance(model, dict) or set(model) - {"name", "weights_sha256", "quantization"}:
         raise bad("judge_model", "an object {name, weights_sha256, quantization}", model)
     quantization = model.get("quantization")
-    if quantization not in (None, "int8"):
-        raise bad("judge_model.quantization", "null or \"int8\"", quantization)
+    if quantization is not None and quantization not in QUANTIZATIONS:
+        raise bad("judge_model.quantization", f"null or one of {', '.join(map(json.dumps, QUANTIZATIONS))}",
+                  quantization)
     if not isinstance(model.get("name"), str) or not model["name"]:
         raise bad("judge_model.name", "the model's name (a non-empty string)", model.get("name"))
     sha = model.get("weights_sha256")

@@ -103,9 +103,9 @@ def test_the_int8_head_multiplies_float_activations_by_the_int8_weight_chunk_by_
     generator = torch.Generator().manual_seed(3)
     qweight, scale = int8.quantize_weight(torch.randn(300, 96, generator=generator))
     x = torch.randn(70, 96, generator=generator)
-    whole = int8.Int8HeadWeight(qweight, scale)(x)
-    monkeypatch.setattr(int8.Int8HeadWeight, "DEQUANTIZED_ROWS", 64)   # five chunks, the last one of 44 rows
-    head = int8.Int8HeadWeight(qweight, scale)
+    whole = int8.DequantizedInt8Weight(qweight, scale)(x)
+    monkeypatch.setattr(int8.DequantizedInt8Weight, "DEQUANTIZED_ROWS", 64)   # five chunks, the last one of 44 rows
+    head = int8.DequantizedInt8Weight(qweight, scale)
     chunked = head(x)
     torch.testing.assert_close(chunked, x @ (qweight.float() * scale[:, None]).t(), atol=1e-4, rtol=1e-4)
     torch.testing.assert_close(chunked, whole, atol=1e-5, rtol=1e-5)
@@ -182,13 +182,35 @@ def test_int8_scores_stay_close_to_float32(family, request, tmp_path):
     assert 0.0 < gap < 0.2  # measured 0.03-0.09 on the tiny models; garbage is nats
 
 
+@pytest.mark.parametrize("family", FAMILIES)
+def test_int8_weights_with_float_activations_are_batch_invariant_and_closer_to_float32(family, request, tmp_path):
+    """quantization="int8-weights": the same int8 weights (the same cache file), multiplied by float activations
+    in row tiles; batch-invariant as the float path is, and nearer float32 than W8A8 (no activation rounding)."""
+    folder = request.getfixturevalue(family)
+    target = random_prompt(300, 45)
+    others = [random_prompt(400 + i, 5 + (i * 7) % 60) for i in range(99)]
+    check_invariance(lambda **kw: tiny_llm(folder, quantization="int8-weights", cache_dir=tmp_path, **kw), target,
+                     others)
+    prompts = [random_prompt(500 + i, 10 + 13 * i) for i in range(4)]
+    exact = tiny_llm(folder).score(prompts, CHOICES)
+    weights_only = tiny_llm(folder, quantization="int8-weights", cache_dir=tmp_path)
+    both = tiny_llm(folder, quantization="int8", cache_dir=tmp_path).score(prompts, CHOICES)
+    assert weights_only.engine.model.quantized_from == "cache"   # the int8 engine's file: the same weights
+    model = weights_only.engine.model
+    assert all(type(m) is int8.DequantizedInt8Weight for m in model.modules() if isinstance(m, Int8Weight))
+
+    def gap(scores):
+        return max(abs(a - b) for row_e, row_a in zip(exact, scores) for a, b in zip(row_e, row_a))
+    assert 0.0 < gap(weights_only.score(prompts, CHOICES)) < gap(both)
+
+
 def test_int8_weights_are_int8_in_memory(tiny_qwen2, tmp_path):
     model = tiny_llm(tiny_qwen2, quantization="int8", cache_dir=tmp_path).engine.model
     weights = [m for m in model.modules() if isinstance(m, Int8Weight)]
     config = model.config
     assert len(weights) == 4 * config.num_layers + 1  # Q/K/V, o_proj, gate/up, down per layer, and the LM head
     assert all(w.qweight.dtype == torch.int8 and w.scale.dtype == torch.float32 for w in weights)
-    assert isinstance(model.logits_head, int8.Int8HeadWeight)   # its activations stay float
+    assert isinstance(model.logits_head, int8.DequantizedInt8Weight)   # its activations stay float
     floats = {name for name, p in model.named_parameters() if p.dim() == 2}
     assert floats == set()
     # tied: the float table serves the lookups only, read from the memory-mapped checkpoint, never copied

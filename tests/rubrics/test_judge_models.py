@@ -3,6 +3,7 @@ model outside the catalog the identity and a warning, never another model's; and
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 import warnings
 
 import pytest
@@ -151,8 +152,20 @@ def test_an_int8_judge_is_another_judge_for_calibrations_and_the_verdict_cache(t
     context = JudgeContext("t", "Write it.", None, (EvidenceBlock("final_answer", "done"),))
     request = JudgeRequest(context, JudgeItem(id="a", kind="criterion", points=1, criterion="is done"))
     keys = [EmbeddedJudge(folder, llm=LLM(folder, quantization=q, dtype="float32", kv_cache_bytes=1 << 24),
-                          calibrations={"choice": IDENTITY}).cache_keys([request])[0] for q in (None, "int8")]
-    assert None not in keys and keys[0] != keys[1]
+                          calibrations={"choice": IDENTITY}).cache_keys([request])[0]
+            for q in (None, "int8", "int8-weights")]
+    assert None not in keys and len(set(keys)) == 3
+    # int8 weights with float activations are a third judge: their calibration is their own
+    weights_only = CalibrationFile(replace(int8.identity(), quantization="int8-weights"),
+                                   {"choice": Calibration(1.0, 0.0)})
+    weights_only.write(tmp_path / "int8-weights.json")
+    with pytest.raises(CalibrationFileError, match="judge_model.quantization: expected 'int8'"):
+        EmbeddedJudge(name, quantization="int8", calibration=tmp_path / "int8-weights.json")
+    broken = json.loads((tmp_path / "int8-weights.json").read_text())
+    broken["judge_model"]["quantization"] = "int4"
+    (tmp_path / "int4.json").write_text(json.dumps(broken))
+    with pytest.raises(CalibrationFileError, match="null or one of \"int8\", \"int8-weights\""):
+        EmbeddedJudge(name, quantization="int8", calibration=tmp_path / "int4.json")
 
 
 def test_grade_quantization_int8_grades_with_int8_linear_maps(tmp_path):
