@@ -64,12 +64,8 @@ def run_pull(args) -> int:
 
     name = args.name or default_judge_model()
     try:
-        from judge_engine import CatalogError, catalog_models, find_model, pull_model
+        from judge_engine import CatalogError, find_model, pull_model
 
-        names = [entry.name for entry in catalog_models()]
-        if name not in names:
-            print(f"error: {unknown_name_message(name, names)}", file=sys.stderr)
-            return 2
         entry = find_model(name)
         with PullBar(entry) as bar:
             path = pull_model(name, force=args.force, cache_dir=rubrics_cache_dir(), progress=bar.update)
@@ -85,15 +81,6 @@ def run_pull(args) -> int:
         return 1
     print(f"judge model {entry.name} ready: {path}")
     return 0
-
-
-def unknown_name_message(name: str, names: list[str]) -> str:
-    """Why pull refuses a name, with the did-you-mean of rubric keys and selectors: judge_engine's own message
-    suggests only a name near the whole of what was typed, never the one catalog name it begins ("smollm")."""
-    from rubrics.rubric.problems import did_you_mean
-
-    return (f"{name}: not a catalog model{did_you_mean(name, names)}; the catalog has {', '.join(names)} "
-            "(rubric model list)")
 
 
 class PullBar:

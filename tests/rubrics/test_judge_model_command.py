@@ -41,7 +41,24 @@ def test_an_unknown_name_is_refused_with_a_did_you_mean(capsys):
 def test_the_start_of_a_catalog_name_is_refused_with_that_name_suggested(capsys):
     assert main(["model", "pull", "smollm"]) == 2
     err = capsys.readouterr().err
-    assert "smollm: not a catalog model (did you mean 'smollm2-135m-instruct'?)" in err and "rubric model list" in err
+    assert "smollm: not a catalog model" in err and "did you mean 'smollm2-135m-instruct'?" in err
+    assert "rubric model list" in err
+
+
+def test_grade_with_the_start_of_a_catalog_name_suggests_it_too(tmp_path):
+    """The catalog's own message (judge_engine), so grade's --model hears the same suggestion as model pull."""
+    from judge_engine import CatalogError, find_model
+
+    try:
+        find_model("smollm")
+    except CatalogError as error:
+        assert "did you mean 'smollm2-135m-instruct'?" in str(error)
+    else:
+        raise AssertionError("a name outside the catalog was found")
+    try:
+        find_model("qwen")   # the start of two names: no suggestion is better than a guess
+    except CatalogError as error:
+        assert "did you mean" not in str(error)
 
 
 def test_list_shows_every_catalog_model_with_size_licence_method_and_whether_it_is_pulled(capsys, tmp_path,

@@ -126,8 +126,13 @@ def find_model(name: str) -> CatalogModel:
 
 
 def unknown_model_message(name: str) -> str:
+    """Why a name is refused, with the catalog name it is closest to: a typo of it, or the start of it and of no
+    other ("smollm"), which is too short beside the whole name for difflib's ratio."""
     names = sorted(catalog())
-    near = difflib.get_close_matches(str(name).lower(), names, n=1, cutoff=0.5)
+    typed = str(name).lower()
+    near = difflib.get_close_matches(typed, names, n=1, cutoff=0.5)
+    starting = [entry for entry in names if len(typed) >= 3 and entry.startswith(typed)]
+    near = near or (starting if len(starting) == 1 else [])
     hint = f"did you mean {near[0]!r}? " if near else ""
     return (f"{name}: not a catalog model, a local model folder or a .gguf file; {hint}"
             f"the catalog has {', '.join(names)} (rubric model list)")
