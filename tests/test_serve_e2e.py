@@ -202,6 +202,7 @@ def test_rubric_grade_judge_openai_against_rubric_serve(serve):
 
 def test_huge_requests_are_refused_early_and_health_stays_up(serve):
     import threading
+    import time
 
     import httpx
 
@@ -213,6 +214,10 @@ def test_huge_requests_are_refused_early_and_health_stays_up(serve):
     # under the body limit but over what 8192 tokens can spell: refused by its length, before tokenizing
     too_long = httpx.post(serve.url + "/v1/chat/completions", json=chat(3_500_000), timeout=60)
     assert too_long.status_code == 400 and too_long.json()["error"]["code"] == "context_length_exceeded"
+    # the bytes of bodies over 64 KiB are rationed (1 MiB a second by default): the next large one waits its turn
+    throttled = httpx.post(serve.url + "/v1/chat/completions", json=chat(1_000_000), timeout=60)
+    assert throttled.status_code == 429 and throttled.json()["error"]["code"] == "large_bodies_throttled"
+    time.sleep(int(throttled.headers["Retry-After"]))
     # long enough to be tokenized (about a second here), then refused by its token count; /health meanwhile
     answer: dict = {}
     worker = threading.Thread(target=lambda: answer.update(
