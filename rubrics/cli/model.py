@@ -2,7 +2,8 @@
 
 `pull` fetches, verifies and converts a catalog model (the default judge model without a name) instead of on
 first use: before going offline, in a Docker build step, or in CI caches. Models go into the rubric cache
-($RUBRICS_CACHE or ~/.cache/agent-rubrics), where the embedded judge looks.
+($RUBRICS_CACHE or ~/.cache/agent-rubrics), where the embedded judge looks. The conversion is the config and the
+tokenizer; the weights the engine computes with (float32, or int8) are prepared from the file at its first start.
 """
 from __future__ import annotations
 
