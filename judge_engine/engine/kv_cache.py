@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from judge_engine.config import DEFAULT_CPU_KV_CACHE_BYTES, EngineConfig
@@ -68,11 +70,8 @@ def zeroed_on_demand(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor
     judging workload fills a fifth then costs a fifth."""
     import numpy as np
 
-    count = 1
-    for size in shape:
-        count *= size
     element = torch.empty((), dtype=dtype).element_size()
-    return torch.from_numpy(np.zeros(count * element, dtype=np.uint8)).view(dtype).view(shape)
+    return torch.from_numpy(np.zeros(math.prod(shape) * element, dtype=np.uint8)).view(dtype).view(shape)
 
 
 def copy_blocks(kv_caches: list[tuple[torch.Tensor, torch.Tensor]], pairs: list[tuple[int, int]]) -> None:

@@ -7,6 +7,7 @@ argument of the weights and conversion functions); otherwise $JUDGE_ENGINE_CACHE
 from __future__ import annotations
 
 import os
+import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
@@ -37,3 +38,19 @@ def cache_lock(folder: Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+@contextmanager
+def staged_file(path: Path, prefix: str) -> Iterator[Path]:
+    """A file written beside ``path`` and renamed into place (readable by all, as a shared cache is) when the block
+    ends without an exception; otherwise removed, so a half-written file is never read under ``path``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, staging = tempfile.mkstemp(prefix=prefix, suffix=path.suffix, dir=path.parent)
+    os.close(handle)
+    try:
+        yield Path(staging)
+        os.chmod(staging, 0o644)   # mkstemp makes it private
+        os.replace(staging, path)
+    finally:
+        if os.path.exists(staging):
+            os.unlink(staging)

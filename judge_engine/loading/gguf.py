@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from judge_engine.loading.cache import cache_lock, engine_cache_dir
+from judge_engine.loading.cache import cache_lock, engine_cache_dir, staged_file
 from judge_engine.models.errors import ModelConfigError
 from judge_engine.models.registry import GGUFLayout, UnsupportedArchitecture, gguf_layout
 from judge_engine.layers.rope import inverse_frequencies
@@ -98,15 +98,8 @@ def _add_float_weights(gguf_path: Path, folder: Path) -> None:
     started = time.perf_counter()
     print(f"judge_engine: writing the float32 weights of {gguf_path.name} (once)...", file=sys.stderr, flush=True)
     planned = [p for p in indexed_tensors(gguf_path, folder) if p.name != ROPE_FACTORS]
-    handle, staging = tempfile.mkstemp(prefix=".converting-", suffix=".safetensors", dir=folder)
-    os.close(handle)
-    try:
-        write_safetensors(Path(staging), planned)
-        os.chmod(staging, 0o644)
-        os.replace(staging, folder / FLOAT_WEIGHTS)
-    finally:
-        if os.path.exists(staging):
-            os.unlink(staging)
+    with staged_file(folder / FLOAT_WEIGHTS, ".converting-") as staging:
+        write_safetensors(staging, planned)
     print(f"judge_engine: wrote them in {time.perf_counter() - started:.1f}s", file=sys.stderr)
 
 
@@ -265,19 +258,13 @@ def dequantized_tensors(reader, metadata: dict[str, Any], source: str) -> dict[s
 
 
 def write_safetensors(path: Path, planned: list[PlannedTensor]) -> None:
-    """The safetensors format written tensor by tensor: a little-endian u64 header length, the JSON header (names,
-    F32, shapes, byte offsets; padded to 8 bytes), then each tensor's bytes in header order."""
-    header: dict[str, Any] = {"__metadata__": {"format": "pt"}}
-    offset = 0
-    for p in planned:
-        size = 4 * int(np.prod(p.shape, dtype=np.int64))
-        header[p.name] = {"dtype": "F32", "shape": p.shape, "data_offsets": [offset, offset + size]}
-        offset += size
-    encoded = json.dumps(header, separators=(",", ":")).encode()
-    encoded += b" " * (-len(encoded) % 8)
+    """The safetensors format written tensor by tensor (checkpoint.safetensors_header), each dequantized float32."""
+    from judge_engine.loading.checkpoint import TensorSlot, safetensors_header
+
+    slots = [TensorSlot(p.name, "F32", p.shape, 4 * int(np.prod(p.shape, dtype=np.int64))) for p in planned]
+    header, _ = safetensors_header(slots, {"format": "pt"})
     with path.open("wb") as out:
-        out.write(len(encoded).to_bytes(8, "little"))
-        out.write(encoded)
+        out.write(header)
         for p in planned:
             values = p.values()
             if values.dtype.byteorder == ">":

@@ -27,8 +27,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +35,7 @@ import torch
 from torch import nn
 
 from judge_engine.layers.int8_linear import DequantizedInt8Weight, Int8Weight, quantize_weight
+from judge_engine.loading.cache import cache_lock, engine_cache_dir, staged_file
 from judge_engine.loading.weight_source import WeightSource
 
 log = logging.getLogger(__name__)
@@ -149,8 +148,6 @@ def load_quantized(model: nn.Module, source: WeightSource, cache_dir: str | Path
     path = quantized_cache_path(source, cache_dir, model)
     cached, origin = _read_cache(path, sites, model), "cache"
     if cached is None:
-        from judge_engine.loading.cache import cache_lock
-
         with cache_lock(path.parent):
             cached = _read_cache(path, sites, model)  # another process may have written it meanwhile
             if cached is None:
@@ -186,10 +183,12 @@ def _unquantized_tensors(source: WeightSource, skipped: set[str]):
 def _build_cache(path: Path, source: WeightSource, sites: list[_Site], feeds: dict[str, _Feed],
                  model: nn.Module) -> None:
     """Quantize the source's tensors one at a time into the cache file: a merged map's parts wait for each other
-    (a layer's few), every finished map is written at its place in the file and dropped."""
+    (a layer's few), every finished map is written at its place in the file and dropped. The file is staged beside
+    its name and renamed into place once whole, so a half-written file is never read."""
     layout = {site.name: site.shape(model) for site in sites}
     waiting: dict[str, dict[int, tuple[torch.Tensor, torch.Tensor]]] = {}
-    with _CacheWriter(path, layout, {"recipe": RECIPE, "source": json.dumps(source.fingerprint())}) as writer:
+    metadata = {"recipe": RECIPE, "source": json.dumps(source.fingerprint())}
+    with staged_file(path, ".quantizing-") as staging, _CacheWriter(staging, layout, metadata) as writer:
         for tensor in source.tensors():
             feed = feeds.get(tensor.name)
             if feed is None:
@@ -209,60 +208,43 @@ def _build_cache(path: Path, source: WeightSource, sites: list[_Site], feeds: di
 
 class _CacheWriter:
     """A safetensors file whose header (every map's int8 weight and float32 scales) is written first and whose
-    tensors are written at their offsets as they are ready, in any order; built beside its final name and renamed
-    into place once every tensor is in, so a half-written file is never read."""
+    tensors are written at their offsets as they are ready, in any order; leaving the block with a map unwritten
+    raises (inside cache.staged_file, so the file is never renamed into place)."""
 
     def __init__(self, path: Path, layout: dict[str, tuple[int, int]], metadata: dict[str, str]):
-        self.path = path
-        self.offsets: dict[str, int] = {}   # a tensor's start within the data
-        header: dict = {"__metadata__": metadata}
-        offset = 0
+        from judge_engine.loading.checkpoint import TensorSlot, safetensors_header
+
+        slots = []
         for name, (rows, columns) in layout.items():
-            for key, dtype, shape, size in ((f"{name}.qweight", "I8", [rows, columns], rows * columns),
-                                            (f"{name}.scale", "F32", [rows], 4 * rows)):
-                header[key] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + size]}
-                self.offsets[key] = offset
-                offset += size
-        encoded = json.dumps(header, separators=(",", ":")).encode()
-        encoded += b" " * (-len(encoded) % 8)
-        self.data_start, self.size = 8 + len(encoded), offset
-        self.header, self.shapes, self.pending = encoded, dict(layout), set(layout)
+            slots += [TensorSlot(f"{name}.qweight", "I8", [rows, columns], rows * columns),
+                      TensorSlot(f"{name}.scale", "F32", [rows], 4 * rows)]
+        self.header, self.offsets = safetensors_header(slots, metadata)   # offsets: a tensor's start in the data
+        self.size = sum(slot.size for slot in slots)
+        self.path, self.shapes, self.pending = path, dict(layout), set(layout)
 
     def __enter__(self) -> "_CacheWriter":
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        handle, self.staging = tempfile.mkstemp(prefix=".quantizing-", suffix=".safetensors", dir=self.path.parent)
-        self.file = os.fdopen(handle, "wb")
-        self.file.write(len(self.header).to_bytes(8, "little"))
+        self.file = open(self.path, "wb")
         self.file.write(self.header)
-        self.file.truncate(self.data_start + self.size)
+        self.file.truncate(len(self.header) + self.size)
         return self
 
     def write(self, name: str, q: torch.Tensor, scale: torch.Tensor) -> None:
         if tuple(q.shape) != self.shapes[name] or q.dtype != torch.int8:
             raise ValueError(f"int8: {name} quantized to {tuple(q.shape)} {q.dtype}, expected {self.shapes[name]}")
         for key, tensor in ((f"{name}.qweight", q), (f"{name}.scale", scale.to(torch.float32))):
-            self.file.seek(self.data_start + self.offsets[key])
+            self.file.seek(len(self.header) + self.offsets[key])
             self.file.write(tensor.contiguous().numpy().tobytes())
         self.pending.discard(name)
 
     def __exit__(self, kind, error, traceback) -> None:
         self.file.close()
-        try:
-            if kind is None and self.pending:
-                raise ValueError(f"int8: the checkpoint has no weights for {sorted(self.pending)[:4]}")
-            if kind is None:
-                os.chmod(self.staging, 0o644)
-                os.replace(self.staging, self.path)
-        finally:
-            if os.path.exists(self.staging):
-                os.unlink(self.staging)
+        if kind is None and self.pending:
+            raise ValueError(f"int8: the checkpoint has no weights for {sorted(self.pending)[:4]}")
 
 
 def quantized_cache_path(source: WeightSource, cache_dir: str | Path | None, model: nn.Module) -> Path:
     """The cache file of this source's weights under this recipe: keyed by the recipe, the source's fingerprint (a
     GGUF's sha256; a folder and its weight files' sizes and modification times) and the model's class."""
-    from judge_engine.loading.cache import engine_cache_dir
-
     identity = {"recipe": RECIPE, "source": source.fingerprint(), "model": type(model).__qualname__}
     key = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:20]
     return engine_cache_dir(cache_dir) / "quantized" / f"{Path(source.folder).name[:40]}-{key}.safetensors"

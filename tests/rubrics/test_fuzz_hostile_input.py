@@ -697,7 +697,7 @@ def eval_zip(path: Path, members: list[tuple[str, int, int]], truncate: int | No
 @given(members=st.lists(ZIP_MEMBERS, min_size=1, max_size=5), truncate=st.one_of(st.none(), st.integers(5, 95)),
        with_inspect=st.booleans())
 def test_every_eval_zip_member_gets_one_outcome_in_bounded_memory(members, truncate, with_inspect):
-    import tracemalloc
+    from traced_memory import traced_peak
 
     import rubrics.trajectory.adapters.inspect_log as inspect_log
 
@@ -708,13 +708,8 @@ def test_every_eval_zip_member_gets_one_outcome_in_bounded_memory(members, trunc
             stack.enter_context(stand_in_inspect_ai(Path(folder) / "site"))
         else:
             patch.setattr(inspect_log, "_inspect_installed", lambda: False)
-        tracemalloc.start()
-        try:
-            with time_limit(f"{'with' if with_inspect else 'without'} inspect_ai: {members} truncated {truncate}"):
-                entries = list(iter_trajectory_file(path))
-            peak = tracemalloc.get_traced_memory()[1]
-        finally:
-            tracemalloc.stop()
+        with time_limit(f"{'with' if with_inspect else 'without'} inspect_ai: {members} truncated {truncate}"):
+            entries, peak = traced_peak(lambda: list(iter_trajectory_file(path)))
     assert peak < 48 << 20, f"peak {peak >> 20} MiB"   # a lying member never inflates past its declared size
     event(f"{'truncated' if truncate is not None else 'whole'}; outcomes {len(entries)}")
     if len(entries) == 1 and isinstance(entries[0], TrajectoryLoadError) and entries[0].source == str(path):

@@ -8,13 +8,13 @@ import json
 import os
 import subprocess
 import sys
-import tracemalloc
 import zipfile
 
 import pytest
 from hostile_zips import (eval_log, fake_inspect_ai, lie_about_size, lying_log, nested_log, sample,
                           stand_in_inspect_ai)
 from rubric_fakes import REPO
+from traced_memory import traced_peak
 
 import rubrics.trajectory.adapters.inspect_log as inspect_log
 from rubrics.trajectory import TrajectoryLoadError, iter_trajectory_file
@@ -43,12 +43,7 @@ def entries(path):
 
 def test_a_member_that_lies_about_its_size_stops_at_it_in_bounded_memory(tmp_path, install):
     path = lying_log(tmp_path / "lying.eval", inflated=192 << 20)   # 192 MiB of zeros declared as 100 bytes
-    tracemalloc.start()
-    try:
-        found = entries(path)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    found, peak = traced_peak(lambda: entries(path))
     assert peak < 32 << 20, f"peak {peak >> 20} MiB while reading a log that declares a few hundred bytes"
     assert set(found) == {"a", "z", "samples/bomb_epoch_1.json"}
     bomb = found["samples/bomb_epoch_1.json"]
@@ -171,12 +166,7 @@ def test_an_honest_compression_bomb_is_refused_before_anything_inflates(tmp_path
             archive.writestr(f"samples/s{number}_epoch_1.json",
                              b'{"id": "s%d", "messages": [], "pad": "' % number + b"0" * (50 << 20) + b'"}')
     assert path.stat().st_size < 1 << 20
-    tracemalloc.start()
-    try:
-        [error] = list(iter_trajectory_file(path))
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    [error], peak = traced_peak(lambda: list(iter_trajectory_file(path)))
     assert isinstance(error, TrajectoryLoadError) and "a compression bomb, not read" in str(error)
     assert "times the" in str(error) and "bomb.eval" in str(error)
     assert peak < 16 << 20

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import json
 import random
-import tracemalloc
 from pathlib import Path
 
 import pytest
+from traced_memory import traced_peak
 
 from rubrics import input_files
 from rubrics.trajectory import Trajectory, TrajectoryError, TrajectoryLoadError, iter_trajectory_file, load_trajectory
@@ -122,12 +122,7 @@ def test_loading_costs_a_bounded_multiple_of_the_file(tmp_path):
     path = tmp_path / "short.json"
     path.write_text(json.dumps(short_message_chat(3_000_000)))
     size = path.stat().st_size
-    tracemalloc.start()
-    try:
-        trajectory = load_trajectory(path)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    trajectory, peak = traced_peak(lambda: load_trajectory(path))
     assert isinstance(trajectory, Trajectory) and len(trajectory.messages) > 30_000
     assert peak < 18 * size, f"peak {peak / size:.1f} times the file"
 
