@@ -6,8 +6,8 @@ the judges that need torch or httpx are loaded only when asked for.
 from __future__ import annotations
 
 from rubrics import moved_modules as _moved_modules
+from rubrics.version import __version__  # noqa: F401 - rubrics.__version__
 
-__version__ = "0.1.0"
 _moved_modules.install()   # module paths of earlier docs (rubrics.calibration, ...) keep working
 
 _EXPORTS = {

@@ -3,8 +3,9 @@
     python -m rubrics.schema_gen            # writes schemas/*.schema.json
     python -m rubrics.schema_gen --check    # exit 1 when the committed files differ from the models
 
-The delivery's: task.yaml (task), the lines of `rubric tasks run` (task_run_result), calibration.json
-(calibration), split.json (split) and report.json (delivery_report).
+The delivery's: task.yaml (task), the lines of `rubric tasks run` (task_run_result), pass_rates.json
+(pass_rates; also written as calibration, its deprecated old name), split.json (split) and report.json
+(delivery_report).
 
 An item's check keys are open, so the item schema is assembled here: the item fields, one property
 per built-in check key (its config model's schema), `additionalProperties: false`, and a `oneOf`
@@ -90,10 +91,11 @@ def result_schema() -> dict:
     return {"$schema": DIALECT, "$id": "https://agent-rubrics.dev/schemas/result.schema.json", **schema}
 
 
-def _model_schema(model: type, name: str, mode: str, renamed: tuple[type, ...] = ()) -> dict:
+def _model_schema(model: type, name: str, mode: str, renamed: tuple[type, ...] = (),
+                  published_names: dict[str, str] | None = None) -> dict:
     """`renamed`: nested models whose class was renamed after the schema was published; each keeps its published
-    name, the title its model_config gives, as its $defs key."""
-    published = {m.__name__: m.model_config["title"] for m in renamed}
+    name, the title its model_config gives, as its $defs key. `published_names`: the same by class name -> name."""
+    published = {m.__name__: m.model_config["title"] for m in renamed} | (published_names or {})
 
     class PublishedNames(GenerateJsonSchema):
         def normalize_name(self, name: str) -> str:
@@ -110,9 +112,21 @@ def task_schema() -> dict:
 
 
 def pass_rates_schema() -> dict:
-    from rubrics.delivery.pass_rates.records import PassRates, TaskPassRate
+    from rubrics.delivery.pass_rates.records import PassRates
 
-    return _model_schema(PassRates, "calibration", "serialization", renamed=(TaskPassRate,))
+    return _model_schema(PassRates, "pass_rates", "serialization")
+
+
+def old_pass_rates_schema() -> dict:
+    """calibration.schema.json: the same schema under its published names (calibration.json, `rubric calibrate`),
+    for what still points at it or into its $defs."""
+    from rubrics.delivery.pass_rates.records import PassRates
+
+    schema = _model_schema(PassRates, "calibration", "serialization",
+                           published_names={"TaskPassRate": "TaskCalibration"})
+    return {**schema, "title": "Calibration", "deprecated": True,
+            "description": "Deprecated: the old name of pass_rates.schema.json, as calibration.json is of "
+                           "pass_rates.json; the same schema."}
 
 
 def split_schema() -> dict:
@@ -140,7 +154,8 @@ BUILDERS: dict[str, Callable[[], dict]] = {
     "result": result_schema,
     "task_run_result": task_run_result_schema,
     "task": task_schema,
-    "calibration": pass_rates_schema,
+    "pass_rates": pass_rates_schema,
+    "calibration": old_pass_rates_schema,   # deprecated
     "split": split_schema,
     "delivery_report": delivery_report_schema,
 }

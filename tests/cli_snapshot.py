@@ -24,7 +24,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 JUDGE_MODEL = "smollm2-135m-instruct"
-DELIVERY_OUTPUTS = ["validation.json", "results.jsonl", "candidate-results.jsonl", "calibration.json", "split.json",
+DELIVERY_OUTPUTS = ["validation.json", "results.jsonl", "candidate-results.jsonl", "pass_rates.json", "split.json",
                     "report.md", "report.json", "pass-rates.svg", "uplift.md", "uplift.json", "uplift.svg"]
 PYTEST_DURATION = re.compile(r" in \d+\.\d+s")
 # what a run's own timing and memory layout put in the text: "judged 40 items in 13.6s (2.94 judgments/s) after
@@ -68,7 +68,7 @@ DELIVERY = [
      "--timeout", "8"],
     ["tasks", "run", "examples/delivery", "--attempts", "examples/delivery/candidate-attempts", "--jobs", "2",
      "--timeout", "8", "--output", "examples/delivery/candidate-results.jsonl"],
-    ["calibrate", "examples/delivery", "--results", "examples/delivery/results.jsonl", "--attempts", "3", "--k", "2"],
+    ["pass-rates", "examples/delivery", "--results", "examples/delivery/results.jsonl", "--attempts", "3", "--k", "2"],
     ["split", "examples/delivery", "--heldout", "0.2", "--seed", "7"],
     ["report", "examples/delivery"],
     ["report", "examples/delivery", "--baseline", "examples/delivery/results.jsonl", "--candidate",

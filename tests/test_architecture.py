@@ -1,6 +1,11 @@
-"""The import structure holds to docs/architecture.md: no module of `rubrics` or `judge_engine` reaches itself through
-its imports (lazy imports inside functions count: a circle is a circle whenever it closes), and `judge_engine`
-knows nothing of `rubrics`.
+"""The import structure holds to docs/architecture.md ("Floors"), at two levels, lazy imports inside functions
+included (an import is an arrow wherever it is written):
+
+- modules: no module of `rubrics` or `judge_engine` reaches itself through its imports;
+- packages: each unit (a package of rubrics, rubrics/<pkg>/ as a whole; a module directly in rubrics/; judge_engine)
+  stands on one of FLOORS and imports only units on floors below its own, so no arrow runs back up (nor sideways to
+  a unit on its own floor) and no two packages reach each other; `judge_engine`, on the ground floor, knows nothing
+  of `rubrics`.
 
 An import names a module: `from a.b import c` is an arrow to a.b.c where that is a module, else to a.b (its
 __init__.py for a package)."""
@@ -11,6 +16,21 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGES = ("rubrics", "judge_engine")
+
+# The floors of the house, from the top down: the one place the order is written. A unit is named as it is
+# imported; "rubrics" is the package's face, rubrics/__init__.py. A new package, or a new module directly in
+# rubrics/, gets its floor here: below everything that imports it, above everything it imports.
+FLOORS = (
+    ("rubrics.cli",),
+    ("rubrics.view",),
+    ("rubrics.judge_eval", "rubrics.integrations", "rubrics.schema_gen"),
+    ("rubrics.grading", "rubrics.delivery", "rubrics.healthbench"),
+    ("rubrics.rubric",),
+    ("rubrics", "rubrics.result", "rubrics.checks"),
+    ("rubrics.judges", "rubrics.trajectory"),
+    ("judge_engine", "rubrics.moved_modules", "rubrics.version", "rubrics.wording", "rubrics.cache_dir",
+     "rubrics.input_files"),
+)
 
 
 def module_files() -> dict[str, Path]:
@@ -102,3 +122,48 @@ def test_the_engine_knows_nothing_of_rubrics():
     reaching = {name: sorted(t for t in targets if t.split(".")[0] == "rubrics")
                 for name, targets in graph.items() if name.split(".")[0] == "judge_engine"}
     assert not {name: targets for name, targets in reaching.items() if targets}
+
+
+def unit_of(module: str) -> str:
+    """rubrics.judges.methods.base -> rubrics.judges; rubrics.result -> itself; judge_engine.llm -> judge_engine."""
+    parts = module.split(".")
+    return ".".join(parts[:2]) if parts[0] == "rubrics" else parts[0]
+
+
+def floor_numbers(floors=FLOORS) -> dict[str, int]:
+    """Each unit's floor, the ground floor being 1."""
+    return {unit: len(floors) - index for index, floor in enumerate(floors) for unit in floor}
+
+
+def arrows_not_down(graph: dict[str, set[str]], floors: dict[str, int]) -> list[str]:
+    """Every import from one unit into another that does not run down to a lower floor, module by module."""
+    found = []
+    for source in sorted(graph):
+        for target in sorted(graph[source]):
+            a, b = unit_of(source), unit_of(target)
+            if a != b and floors[b] >= floors[a]:
+                way = "back up" if floors[b] > floors[a] else "along its floor"
+                found.append(f"{source} -> {target}: {a} (floor {floors[a]}) imports {b} (floor {floors[b]}), {way}")
+    return found
+
+
+def test_every_unit_stands_on_one_floor():
+    listed = [unit for floor in FLOORS for unit in floor]
+    assert len(listed) == len(set(listed)), f"named on two floors: {sorted({u for u in listed if listed.count(u) > 1})}"
+    units = {unit_of(name) for name in module_files()}
+    assert not units - set(listed), f"give these a floor in FLOORS: {sorted(units - set(listed))}"
+    assert not set(listed) - units, f"FLOORS names what is no longer there: {sorted(set(listed) - units)}"
+
+
+def test_no_package_imports_one_on_its_own_floor_or_above():
+    found = arrows_not_down(import_graph(), floor_numbers())
+    assert not found, "imports that do not run down the FLOORS of tests/test_architecture.py:\n" + "\n".join(found)
+
+
+def test_the_floor_check_finds_an_arrow_back_up_and_one_along_a_floor():
+    floors = floor_numbers((("rubrics.top",), ("rubrics.low", "rubrics.side")))
+    graph = {"rubrics.top.a": {"rubrics.low.b", "rubrics.top.c"}, "rubrics.top.c": set(),
+             "rubrics.low.b": {"rubrics.top.c", "rubrics.side"}, "rubrics.side": set()}
+    assert arrows_not_down(graph, floors) == [
+        "rubrics.low.b -> rubrics.side: rubrics.low (floor 1) imports rubrics.side (floor 1), along its floor",
+        "rubrics.low.b -> rubrics.top.c: rubrics.low (floor 1) imports rubrics.top (floor 2), back up"]

@@ -9,10 +9,10 @@ from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict
 
-from rubrics.rubric.problems import ERROR, WARNING  # noqa: F401 - the severities the check families report
-from rubrics.rubric.problems import did_you_mean
 from rubrics.trajectory import Trajectory
 from rubrics.trajectory.selectors import SELECTOR_HINTS, Selection, is_valid_selector, select
+from rubrics.wording import ERROR, WARNING  # noqa: F401 - the severities the check families report
+from rubrics.wording import did_you_mean
 
 LintProblem = tuple[str, str, str]  # (severity, code, message); the message starts with the field name
 

@@ -121,33 +121,6 @@ def warn(message: str) -> None:
     print(printable(message), file=sys.stderr)   # paths and messages can carry terminal escape sequences
 
 
-def collect_trajectories(paths: list[str]):
-    """(trajectories in input order, error lines). A directory contributes its *.json and *.jsonl, sorted."""
-    from pathlib import Path
-
-    from rubrics.trajectory import TRAJECTORY_FILE_SUFFIXES, TrajectoryLoadError, iter_trajectory_file
-
-    loaded, errors = [], []
-    for name in paths:
-        path = Path(name)
-        if path.is_dir():
-            files = sorted(p for p in path.iterdir() if p.is_file() and p.suffix in TRAJECTORY_FILE_SUFFIXES)
-            if not files:
-                errors.append(f"{name}: error: no .json or .jsonl files (nor .eval, .traj) in this directory")
-        elif path.exists():
-            files = [path]
-        else:
-            errors.append(f"{name}: error: no such file or directory")
-            files = []
-        for file in files:
-            for entry in iter_trajectory_file(file):
-                if isinstance(entry, TrajectoryLoadError):
-                    errors.append(f"{entry.source}: error: {entry.message}")
-                else:
-                    loaded.append(entry)
-    return loaded, errors
-
-
 def make_judge(args, plan=None):
     """The judge the options ask for over the rubric's judge: section (rubrics.judges.factory.JudgeSpec.from_args),
     with the verdict cache unless --no-cache; a judge that cannot be built grades nothing and says why."""
@@ -257,6 +230,7 @@ def grade_paths(args) -> Graded | None:
     from rubrics.rubric.compiler import compile_rubric
     from rubrics.grading.jobs import Job
     from rubrics.rubric.load import analyze_rubric
+    from rubrics.trajectory.paths import read_paths
     rubric, problems, source = analyze_rubric(Path(args.rubric))
     for problem in problems:
         if problem.severity == "error":
@@ -264,7 +238,7 @@ def grade_paths(args) -> Graded | None:
     if rubric is None:
         return None
     plan = compile_rubric(rubric, args.uncertain)
-    trajectories, load_errors = collect_trajectories(args.paths)
+    trajectories, load_errors = read_paths(args.paths)   # a directory contributes its trajectory files, sorted
     for line in load_errors:
         warn(line)
     judge = make_judge(args, plan) if plan.needs_judge and trajectories else None

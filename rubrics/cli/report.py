@@ -1,5 +1,7 @@
-"""`rubric report DIR`: report.md, report.json and pass-rates.svg from the delivery, calibration.json and split.json."""
+"""`rubric report DIR`: report.md, report.json and pass-rates.svg from the delivery, pass_rates.json and split.json."""
 from __future__ import annotations
+
+import argparse
 
 
 def register(subparsers) -> None:
@@ -7,16 +9,19 @@ def register(subparsers) -> None:
         "report", help="write report.md, report.json and the pass-rate chart",
         description="Write report.md (category mix, baseline pass@1 per category, keep/drop/inspect table, "
                     "removed tasks with reasons, split summary), report.json (the same numbers) and "
-                    "pass-rates.svg, from the task folders of DIR, DIR/calibration.json and DIR/split.json.")
+                    "pass-rates.svg, from the task folders of DIR, DIR/pass_rates.json and DIR/split.json.")
     parser.add_argument("dir", metavar="DIR")
-    parser.add_argument("--calibration", default=None, help="calibration.json (default DIR/calibration.json)")
+    parser.add_argument("--pass-rates", default=None, metavar="PASS_RATES.json",
+                        help="the output of `rubric pass-rates` (default DIR/pass_rates.json)")
+    parser.add_argument("--calibration", dest="old_pass_rates", default=None, help=argparse.SUPPRESS)   # its old name
     parser.add_argument("--split", default=None, help="split.json (default DIR/split.json)")
     parser.add_argument("--output-dir", default=None, help="where to write (default DIR)")
     parser.add_argument("--baseline", metavar="RESULTS", default=None,
                         help="with --candidate: write uplift.md, uplift.json and uplift.svg instead, comparing the two "
                              "result files on the held-out split (removed tasks excluded)")
     parser.add_argument("--candidate", metavar="RESULTS", default=None, help="the trained model's results")
-    parser.add_argument("--k", type=int, default=None, help="k of pass@k and pass^k in the uplift (default: calibration's)")
+    parser.add_argument("--k", type=int, default=None,
+                        help="k of pass@k and pass^k in the uplift (default: the pass rates')")
     parser.set_defaults(handler=run)
 
 
@@ -26,16 +31,24 @@ def run(args) -> int:
 
     from pydantic import ValidationError
 
-    from rubrics.delivery.report.files import PASS_RATES_FILE, write_report
+    from rubrics.delivery.report.files import pass_rates_file, write_report
     from rubrics.delivery.split.heldout import SPLIT_FILE
 
     root = Path(args.dir)
     if not root.is_dir():
         print(f"{root}: not a directory", file=sys.stderr)
         return 2
-    pass_rates = Path(args.calibration) if args.calibration else root / PASS_RATES_FILE
+    if args.old_pass_rates:
+        print("warning: --calibration is deprecated; use --pass-rates", file=sys.stderr)
+        args.pass_rates = args.pass_rates or args.old_pass_rates
+    if args.pass_rates:
+        pass_rates = Path(args.pass_rates)
+    else:
+        pass_rates, notice = pass_rates_file(root)   # an older DIR/calibration.json, with a notice, where only that
+        if notice:
+            print(notice, file=sys.stderr)
     split = Path(args.split) if args.split else root / SPLIT_FILE
-    for given, path in ((args.calibration, pass_rates), (args.split, split)):
+    for given, path in ((args.pass_rates, pass_rates), (args.split, split)):
         if given and not path.is_file():
             print(f"{path}: no such file", file=sys.stderr)
             return 2
@@ -45,11 +58,11 @@ def run(args) -> int:
     try:
         report, problems = write_report(root, out_dir, pass_rates, split)
     except (ValidationError, ValueError) as exc:
-        print(f"cannot read calibration or split: {exc}", file=sys.stderr)
+        print(f"cannot read pass rates or split: {exc}", file=sys.stderr)
         return 1
     for problem in problems:
         print(problem.format_at_path(), file=sys.stderr)
-    for path, what, command in ((pass_rates, "calibration", "rubric calibrate"), (split, "split", "rubric split")):
+    for path, what, command in ((pass_rates, "pass rates", "rubric pass-rates"), (split, "split", "rubric split")):
         if not path.is_file():
             print(f"note: no {what} yet; run `{command}` for that section", file=sys.stderr)
     print(f"wrote {out_dir / 'report.md'}, {out_dir / 'report.json'}" + (f", {out_dir / report.chart}" if report.chart else ""))

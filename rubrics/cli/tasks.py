@@ -24,7 +24,7 @@ def register(subparsers) -> None:
                     "task's hidden tests/ back over it, and run grade.sh in a sandbox: no network, the task folder "
                     "read-only, only the workspace writable, a fresh /tmp, wall-time, memory and process limits, "
                     "every process killed at the end. Writes one JSON line per attempt (the input of `rubric "
-                    "calibrate`). Exit 1 when an attempt could not be graded or ATTEMPTS holds something else.")
+                    "pass-rates`). Exit 1 when an attempt could not be graded or ATTEMPTS holds something else.")
     run.add_argument("dir", metavar="DIR")
     run.add_argument("--attempts", required=True, metavar="ATTEMPTS", help="folder of attempts, one sub-folder per task")
     run.add_argument("--output", "-o", default=None, help="where to write the JSON lines (default DIR/results.jsonl)")

@@ -15,7 +15,7 @@ from typing import Any, Iterable, Sequence
 from rubrics.grading.batching import JudgeBatcher, shared_batcher
 from rubrics.grading.dispatch import group_by_judge, split_back
 from rubrics.rubric.compiler import Plan
-from rubrics.grading.expectation import Band
+from rubrics.rubric.spec import Band
 from rubrics.grading.jobs import Job, PlanCache, make_jobs
 from rubrics.judges.protocol import Judge, Verdict
 from rubrics.result import Result

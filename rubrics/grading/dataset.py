@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rubrics.grading.expectation import Band
 from rubrics.grading.jobs import Job, PlanCache, RubricFailure
+from rubrics.rubric.spec import Band
 
 FIELDS = ("trajectory", "rubric")
 
@@ -39,6 +39,7 @@ RUBRIC_FIELDS = ("version", "id", "task", "criteria", "gates")
 def _trajectory(value: Any, base: Path, default_id: str, allowed: tuple[Path, ...] = ()):
     """A Trajectory, or the reason it cannot be loaded (a string)."""
     from rubrics.trajectory import TrajectoryError, load_trajectory
+    from rubrics.trajectory.paths import looks_like_trajectory_file
 
     if isinstance(value, str):
         path = _named_file(base, value, allowed, "trajectory")
@@ -47,7 +48,7 @@ def _trajectory(value: Any, base: Path, default_id: str, allowed: tuple[Path, ..
         try:
             return load_trajectory(path)
         except TrajectoryError as exc:
-            return str(exc) if _looks_like_trajectory(path) else _content_free(path, "trajectory", str(exc))
+            return str(exc) if looks_like_trajectory_file(path) else _content_free(path, "trajectory", str(exc))
     if isinstance(value, dict) and value.get("id") is None:
         value = {**value, "id": default_id}
     elif isinstance(value, list):
@@ -98,29 +99,6 @@ def _looks_like_rubric(path: Path) -> bool:
     except Exception:  # noqa: BLE001 - unreadable: not shown either way
         return False
     return isinstance(data, dict) and any(name in data for name in RUBRIC_FIELDS)
-
-
-def _looks_like_trajectory(path: Path) -> bool:
-    """Whether the file decodes as JSON that is a trajectory object, chat messages or a log an adapter reads; a
-    file that does not decode at all gets the decoder's positioned message, which quotes nothing."""
-    from rubrics import input_files
-    from rubrics.trajectory.adapters import find_adapter
-    from rubrics.input_files import read_input_file
-    from rubrics.trajectory.json_text import JSONTextError, decode_utf8, loads
-
-    try:
-        data = read_input_file(path, input_files.MAX_TRAJECTORY_FILE_BYTES)   # a larger one is not read again
-        if data[:4] == b"PK\x03\x04":
-            return True   # a zip: its reader's messages name members and positions
-        decoded = loads(decode_utf8(data.removeprefix(b"\xef\xbb\xbf")))
-    except (JSONTextError, OSError):   # positioned decode errors and read errors quote nothing of the content
-        return True
-    except Exception:  # noqa: BLE001
-        return False
-    if isinstance(decoded, dict):
-        return "messages" in decoded or find_adapter(decoded) is not None
-    return isinstance(decoded, list) and any(isinstance(m, dict) and "role" in m for m in decoded)
-
 
 
 def _content_free(path: Path, kind: str, message: str) -> str:

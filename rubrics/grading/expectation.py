@@ -23,8 +23,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-Band = tuple[float, float]   # inclusive [low, high] probabilities
-DEFAULT_UNCERTAIN: Band = (0.35, 0.65)
+from rubrics.rubric.spec import Band   # an item's uncertain band, resolved by the compiler
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,6 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from rubrics.grading.expectation import Band
 from rubrics.grading.group_ranking import Preference, comparison_pairs, debiased_log_odds, pointwise_logit, ranks, \
     reassigned, strengths
 from rubrics.grading.jobs import Job, PlanCache, make_jobs
@@ -35,6 +34,7 @@ from rubrics.judges.protocol import ComparisonRequest, Judge, JudgeContext, Pair
 from rubrics.judges.usage import JudgeUsage
 from rubrics.result import GroupPlace, Result
 from rubrics.rubric.compiler import JudgeStep, Plan, item_id_of
+from rubrics.rubric.spec import Band
 
 # Other attempts each attempt is compared with on an item (both orders each): see docs/judge-quality.md for what
 # more or fewer buy.

@@ -12,11 +12,12 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable
 
-from rubrics.grading.expectation import Band
 from rubrics.input_files import fits_a_path, looks_like_path
 from rubrics.rubric.compiler import Plan, compile_rubric
+from rubrics.rubric.spec import Band
+from rubrics.trajectory.paths import expand_input
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,7 @@ def load_source(src: Any, index: int):
 
     if isinstance(src, Trajectory):
         return src
-    if isinstance(src, Exception):   # e.g. a TrajectoryLoadError yielded by iter_trajectory_file
+    if isinstance(src, Exception):   # e.g. a TrajectoryLoadError yielded by expand_input
         return LoadFailure(getattr(src, "source", None) or f"#{index}", str(src))
     try:
         return load_trajectory(src)
@@ -61,17 +62,6 @@ def load_source(src: Any, index: int):
         if name is None and isinstance(src, dict) and isinstance(src.get("id"), str):
             name = src["id"]
         return LoadFailure(name or f"#{index}", f"cannot load the trajectory: {exc}")
-
-
-def expand(src: Any) -> Iterator:
-    """The input as it is, except a trajectory file: every trajectory of a .json/.jsonl file (or any file an
-    adapter reads, such as an Inspect log), in order; a bad entry becomes a TrajectoryLoadError value."""
-    from rubrics.trajectory import is_trajectory_file, iter_trajectory_file
-
-    if is_trajectory_file(src):
-        yield from iter_trajectory_file(src)
-    else:
-        yield src
 
 
 def _rubric_name(rubric: Any) -> str:
@@ -175,10 +165,11 @@ def make_jobs(trajectories: Iterable, rubric: Any = None, uncertain: Band | None
         pairs = [Pair(src, r) for src, r in zip(sources, rubric)]
     else:
         shared = plans.plan(rubric, uncertain)   # raises RubricError: no trajectory could be graded
-        return [Job(shared, load_source(src, i)) for i, src in enumerate(x for s in trajectories for x in expand(s))]
+        sources = (entry for src in trajectories for entry in expand_input(src))
+        return [Job(shared, load_source(src, i)) for i, src in enumerate(sources)]
     jobs: list[Job] = []
     for pair in pairs:
         plan = plans.plan_or_failure(pair.rubric, uncertain)
-        for src in expand(pair.trajectory):
+        for src in expand_input(pair.trajectory):
             jobs.append(Job(plan, load_source(src, len(jobs))))
     return jobs

@@ -17,14 +17,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from rubrics.judges.calibration_file import ModelIdentity, judge_calibrations
-from rubrics.judges.methods import Calibration, JudgeMethod, JudgeMethods, PromptSpec, Reasoning, \
-    ScoredPrompt
+from rubrics.judges.backend import FitRequest, JudgeBackend, KeyedRequest
+from rubrics.judges.calibration_file import ModelIdentity
+from rubrics.judges.judge_models import UNCATALOGUED_METHOD, JudgeModel
+from rubrics.judges.methods import Calibration, JudgeMethod, PromptSpec, Reasoning, ScoredPrompt
 from rubrics.judges.prompt.ids import BuiltPrompt, PromptBuilder, PromptError, PromptRequest
-from rubrics.judges.comparison import COMPARISON_PROMPT_VERSION, comparison_spec, comparison_verdict
+from rubrics.judges.comparison import comparison_spec, comparison_verdict
 from rubrics.judges.protocol import ComparisonRequest, JudgeRequest, Verdict
 from rubrics.judges.usage import JudgeUsage
-from rubrics.judges.verdict_head import judge_head
 
 
 @dataclass
@@ -53,7 +53,7 @@ class ScoreJob:
     hidden_layers: tuple[int, ...] = ()   # hidden states asked at the prompt's last token
 
 
-class EmbeddedJudge:
+class EmbeddedJudge(JudgeBackend):
     """rubrics.EmbeddedJudge(model=None, **engine_options): the judge of `rubric grade --judge embedded`.
 
     model: a catalog name (`rubric model list`), a local .gguf file or HF folder; None: the default judge model
@@ -62,18 +62,23 @@ class EmbeddedJudge:
     model's own (rubrics.judges.judge_models.JUDGE_MODELS), choice for a model outside the catalog.
     calibration: a calibration file (`rubric judge-eval --fit-calibration --write`): its path or a loaded
     rubrics.judges.calibration_file.CalibrationFile; refused (CalibrationFileError) when made for another model,
-    prompt layout, or (method given) another method. Without one, a catalog model uses the calibration shipped for
-    it, and any other model the identity calibration (with an UncalibratedJudgeWarning). calibrations: {method
-    name: Calibration} replacing those.
+    prompt layout of a method it covers, or (method given) another method. Without one, a catalog model uses the
+    calibration shipped for it, and any other model the identity calibration (with an UncalibratedJudgeWarning).
+    calibrations: {method name: Calibration} replacing those.
     head: a verdict head (`rubric judge-train`): its path or a loaded rubrics.judges.verdict_head.VerdictHead, for
     the head method; refused (HeadFileError) when trained for another model or prompt layout. Without one, a
     catalog model uses the head shipped for it, if it has one (rubrics/judges/heads/).
+    Method, calibration, head, identity and cache keys are the JudgeBackend's (rubrics/judges/backend.py); this
+    class scores the prompts, on judge_engine.
     llm: an already loaded judge_engine.LLM to share (tests, benchmarks); engine_options go to LLM otherwise.
     sample_temperature, sample_seed: how reasoned items with `samples` above 1 draw their rationales (rationale i
     of a prompt uses seed sample_seed + i, so a prompt always gets the same rationales and verdict-cache entries
     stay true).
     """
 
+    kind = "embedded"
+    reads_hidden_states = True
+    warns_uncalibrated = True
     sample_temperature: float = 0.7
     sample_seed: int = 0
     # judge() may run in several threads at once (rubrics.grading.batching gives it up to this many batches in flight):
@@ -83,46 +88,37 @@ class EmbeddedJudge:
     def __init__(self, model: str | None = None, *, method: str | None = None, calibration: Any = None,
                  calibrations: Mapping[str, Calibration] | None = None, head: Any = None, llm: Any = None,
                  **engine_options: Any):
-        from rubrics.judges.judge_models import UNCATALOGUED_METHOD, default_judge_model, judge_model_of, \
-            shipped_calibration, shipped_head, warn_uncalibrated
+        from rubrics.judges.judge_models import default_judge_model
 
         self.model = model if model is not None or llm is not None else default_judge_model()
         self.engine_options = engine_options
         self._llm = llm
         self._lock = threading.RLock()   # loading the model, and the tokenizer (not made for concurrent use)
-        self._identity: ModelIdentity | None = None
-        identity = self.identity()
-        known = judge_model_of(identity)
-        self.head = judge_head(head, identity) if head is not None or known is None else shipped_head(identity)
-        self.method = method or (known.method_for(self.head is not None) if known is not None else UNCATALOGUED_METHOD)
-        shipped = shipped_calibration(identity) if known is not None else None
-        if calibration is None and not calibrations and self.method != "head" \
-                and (shipped is None or self.method not in shipped.calibrations):
-            warn_uncalibrated(self.model, identity, self.method if shipped is not None else None)
-        # an unknown name (or the head method without a head) fails here, before any file is read or model loaded
-        JudgeMethods(head=self.head).named(self.method)
-        if calibration is not None:
-            self.calibration_file, chosen = judge_calibrations(calibration, calibrations, identity, method)
-        else:   # the shipped calibration is the model's own, not a file the user chose
-            self.calibration_file, chosen = None, {**(shipped.calibrations if shipped else {}), **(calibrations or {})}
-        self.methods = JudgeMethods(chosen, self.head)
         self._builder: PromptBuilder | None = None
-        self.name = f"embedded:{identity.name if known is not None or self.model is None else self.model}"
         self.last_cut_tokens = 0  # evidence tokens truncated in the last judge() call
         # progress(judgments done, judgments in the batch, engine stats[, work=fraction of the batch's prompt tokens
         # done]), called while a batch runs (CLI bar; work only where the callable takes it: call_progress); a
         # first call with 0 done says that the model is loaded and judging starts
         self.progress: Any = None
+        self.set_up(FitRequest(method, calibration, calibrations, head))
 
-    def identity(self) -> ModelIdentity:
+    # -- what the JudgeBackend asks of its backend ------------------------------------------------------------
+    def model_identity(self) -> ModelIdentity:
         """The judge model's name and the sha256 of its weights, without loading it: a catalog model's pinned
         digest; another .gguf, or an HF folder's safetensors, is hashed once (remembered by path, size and
         modification time)."""
-        if self._identity is None:
-            quantization = self.engine_options.get("quantization") if self._llm is None \
-                else getattr(self._llm, "quantization", None)
-            self._identity = replace(embedded_identity(self.model, self._llm), quantization=quantization or None)
-        return self._identity
+        quantization = self.engine_options.get("quantization") if self._llm is None \
+            else getattr(self._llm, "quantization", None)
+        return replace(embedded_identity(self.model, self._llm), quantization=quantization or None)
+
+    def model_label(self) -> str:
+        """A catalog model by its own name, another by the path or name the user gave."""
+        identity = self.identity()
+        return identity.name if self.catalog_model is not None or self.model is None else self.model
+
+    def default_method(self, known: JudgeModel | None, head: Any) -> str:
+        """A catalog model's own method (its head where one fits, else its zero-shot one); choice otherwise."""
+        return known.method_for(head is not None) if known is not None else UNCATALOGUED_METHOD
 
     @property
     def llm(self) -> Any:
@@ -178,15 +174,15 @@ class EmbeddedJudge:
 
     def _plan(self, request: JudgeRequest) -> PlannedRequest:
         try:
-            method = self.methods.for_item(request.item, self.method)
+            method = self.method_for(request.item)
         except ValueError as exc:   # a request naming no registered method: its own error, not the batch's
             return PlannedRequest(request, self.methods.named(self.method), [], error=str(exc))
         return PlannedRequest(request, method, method.prompts(request.item))
 
-    def _key_base(self) -> dict[str, Any]:
+    def key_shared(self) -> dict[str, Any]:
         """What every verdict of this judge depends on: the model's weights and config, and its numerics."""
         identity = self.identity()
-        return {"judge": "embedded", "weights_sha256": identity.weights_sha256,
+        return {"weights_sha256": identity.weights_sha256,
                 "config_sha256": model_config_sha256(self.llm.model_path),
                 # bfloat16, int8 or a GPU gives other probabilities
                 "numerics": [self.llm.dtype, self.llm.device, *([q] if (q := getattr(self.llm, "quantization", None))
@@ -228,29 +224,17 @@ class EmbeddedJudge:
         with self._lock:
             return self.builder.build(wanted)
 
-    def comparison_keys(self, requests: Sequence[ComparisonRequest]) -> list[str | None]:
-        """Each comparison's verdict-cache key: the model and numerics, the comparison prompt's version, and the
-        exact token ids scored (None: a pair whose prompt cannot be built)."""
-        from rubrics.judges.verdict_cache import verdict_key
+    def comparison_sent(self, requests: Sequence[ComparisonRequest]) -> list[dict[str, Any] | None]:
+        """What a comparison's cache key says it scored: the exact token ids (None: a pair whose prompt cannot be
+        built)."""
+        return [None if isinstance(prompt, PromptError) else {"prompt": [list(prompt.ids),
+                                                                         [list(c) for c in prompt.choices]]}
+                for prompt in self._build_comparisons(requests)]
 
-        base = self._key_base()
-        return [None if isinstance(prompt, PromptError) else verdict_key({
-            **base, "comparison": COMPARISON_PROMPT_VERSION,
-            "prompt": [list(prompt.ids), [list(c) for c in prompt.choices]]})
-            for prompt in self._build_comparisons(requests)]
-
-    def cache_keys(self, requests: Sequence[JudgeRequest]) -> list[str | None]:
-        """Each request's verdict-cache key: the model's weights, dtype and device, the method, its calibration,
-        the threshold, the reasoned-mode budget, and the exact token ids of every prompt and answer scored (None: a
-        request whose prompts cannot be built)."""
-        from rubrics.judges.verdict_cache import verdict_key
-
-        base = self._key_base()
-        return [None if p.error is not None else verdict_key({
-            **base, "method": p.method.name,
-            "calibration": [p.method.calibration.scale, p.method.calibration.offset],
-            **({"head": self.head.digest} if p.method.name == "head" else {}),
-            "threshold": p.request.item.threshold,
+    def key_sent(self, requests: Sequence[JudgeRequest]) -> list[KeyedRequest | None]:
+        """What a verdict's cache key says it scored: the reasoned-mode budget (and sampling), and the exact token
+        ids of every prompt and answer (None: a request whose prompts cannot be built)."""
+        return [None if p.error is not None else KeyedRequest(p.method, {
             "reasoning": None if self._reasoning(p) is None else [self._reasoning(p).max_tokens,
                                                                    self._reasoning(p).follow_up,
                                                                    *self._sampling_key(p)],

@@ -16,8 +16,9 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from rubrics.judges.calibration_file import CalibrationFile, CalibrationFileError, ModelIdentity, \
-    load_calibration_file
+from rubrics.judges.calibration_file import CalibrationFile, ModelIdentity
+from rubrics.judges.fitted_file import load_shipped
+from rubrics.judges.verdict_head import VerdictHead
 
 CALIBRATIONS = Path(__file__).parent / "calibrations"
 # A catalog model's trained verdict head (the head method), where one beats the model's best zero-shot method on
@@ -79,17 +80,13 @@ def judge_model_of(identity: ModelIdentity) -> JudgeModel | None:
 
 
 def shipped_calibration(identity: ModelIdentity) -> CalibrationFile | None:
-    """The calibration file shipped for this model; None for a model outside the catalog."""
+    """The calibration file shipped for this model; None for a model outside the catalog or without one. A shipped
+    file refused for the model (other weights, or prompts changed since its fit) is fitted_file.load_shipped's
+    call: an error under $RUBRICS_STRICT_FITTED_FILES (the tests), else a warning and None."""
     name = catalog_name_of(identity)
-    path = shipped_calibration_path(name, identity.quantization) if name is not None else None
-    if path is None or not path.is_file():
+    if name is None:
         return None
-    shipped = load_calibration_file(path)
-    try:   # by the model's own name: a server may serve it under its catalog name
-        shipped.check(ModelIdentity(shipped.judge_model.name, identity.weights_sha256, identity.quantization))
-    except CalibrationFileError:   # the catalog names the model, but these are not its weights
-        return None
-    return shipped
+    return load_shipped(CalibrationFile, shipped_calibration_path(name, identity.quantization), identity)
 
 
 def shipped_calibration_path(name: str, quantization: str | None = None) -> Path:
@@ -108,21 +105,13 @@ def _shipped_file(folder: Path, name: str, quantization: str | None) -> Path:
     return folder / (f"{name}.{quantization}.json" if quantization else f"{name}.json")
 
 
-def shipped_head(identity: ModelIdentity):
-    """The verdict head shipped for this model (rubrics.judges.verdict_head.VerdictHead); None when it has none,
-    or for a model outside the catalog, or for other weights or another quantization than it was trained for."""
-    from rubrics.judges.verdict_head import HeadFileError, load_head
-
+def shipped_head(identity: ModelIdentity) -> VerdictHead | None:
+    """The verdict head shipped for this model; None when it has none or
+    for a model outside the catalog; refused as shipped_calibration says."""
     name = catalog_name_of(identity)
-    path = shipped_head_path(name, identity.quantization) if name is not None else None
-    if path is None or not path.is_file():
+    if name is None:
         return None
-    head = load_head(path)
-    try:
-        head.check(ModelIdentity(head.judge_model.name, identity.weights_sha256, identity.quantization))
-    except HeadFileError:
-        return None
-    return head
+    return load_shipped(VerdictHead, shipped_head_path(name, identity.quantization), identity)
 
 
 def warn_uncalibrated(model: str | None, identity: ModelIdentity, method: str | None = None) -> None:

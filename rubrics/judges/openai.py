@@ -26,11 +26,14 @@ from urllib.parse import urlsplit
 import httpx
 
 from rubrics.judges.prompt import prompts
-from rubrics.judges.calibration_file import CalibrationFileError, ModelIdentity, judge_calibrations
-from rubrics.judges.methods import DEFAULT_HTTP_METHOD, METHOD_CLASSES, Calibration, JudgeMethod, JudgeMethods, \
-    PromptSpec, ScoredPrompt, method_name_for
+from rubrics.judges.backend import FitRequest, JudgeBackend, KeyedRequest
+from rubrics.judges.calibration_file import CalibrationFileError, ModelIdentity
+from rubrics.judges.fitted_file import FittedFileError
+from rubrics.judges.judge_models import JudgeModel
+from rubrics.judges.methods import DEFAULT_HTTP_METHOD, METHOD_CLASSES, Calibration, JudgeMethod, PromptSpec, \
+    ScoredPrompt, make_method, method_name_for
 from rubrics.judges.openai_http import JudgeHTTPError, RetryPolicy, get_json, post_json
-from rubrics.judges.comparison import ANSWERS, COMPARISON_PROMPT_VERSION, comparison_spec, comparison_verdict
+from rubrics.judges.comparison import ANSWERS, comparison_spec, comparison_verdict
 from rubrics.judges.protocol import ComparisonRequest, JudgeItem, JudgeRequest, Verdict
 from rubrics.judges.usage import JudgeUsage
 
@@ -62,16 +65,7 @@ def chat_completions_url(base_url: str) -> str:
     return base + "/chat/completions"
 
 
-def shipped_calibrations(model: str | None) -> dict[str, Calibration]:
-    """The calibrations shipped for a catalog model served under its own name (`rubric serve` names it so); none
-    for another model: its raw scores are its probabilities until a calibration of its own is fitted."""
-    from rubrics.judges.judge_models import shipped_calibration
-
-    shipped = shipped_calibration(ModelIdentity(model, None)) if model else None
-    return dict(shipped.calibrations) if shipped is not None else {}
-
-
-class OpenAIJudge:
+class OpenAIJudge(JudgeBackend):
     """`rubrics.OpenAIJudge(base_url="http://127.0.0.1:8000/v1", model="Qwen/Qwen3-8B")`.
 
     concurrency bounds the requests in flight; timeout is each judge call's deadline in seconds, retries and
@@ -80,13 +74,16 @@ class OpenAIJudge:
     file (path or CalibrationFile, rubrics/judges/calibration_file.py), refused when made for another model (the
     served model's name: a server does not say its weights' hash), prompt layout or (method given) method; without
     model= the name is checked once the server has named its model, and a mismatch makes every verdict an error.
-    calibrations: {method name: Calibration} replacing the file's entries. Without either, a catalog model served
-    under its own name (as `rubric serve` serves one) gets the calibration shipped for it, any other model none.
+    Without a file, a catalog model served under its own name (as `rubric serve` serves one) gets the calibration
+    shipped for it, any other model none. calibrations: {method name: Calibration} replacing the file's or the
+    shipped entries. Method, calibration, identity and cache keys are the JudgeBackend's
+    (rubrics/judges/backend.py); this class sends the prompts to the server.
     Each judge() call opens its own connections, so several may run at once (`concurrent_calls`: the JudgeBatcher
     sends a batch that forms while another is out at once, and the server batches both; each call keeps its own
     `concurrency` bound).
     """
 
+    kind = "openai"
     concurrent_calls: int = 4
 
     def __init__(self, base_url: str, model: str | None = None, api_key: str | None = None, *, concurrency: int = 16,
@@ -102,20 +99,13 @@ class OpenAIJudge:
         self.url = chat_completions_url(base_url)
         self.models_url = self.url.removesuffix("/chat/completions") + "/models"
         self.model = model
-        self.name = f"openai:{model or 'served-model'}"
         self.concurrency = concurrency
         self.timeout = float(timeout)
         self.policy = RetryPolicy(max_retries=max_retries)
         self.top_logprobs = top_logprobs
         self.seed = seed
-        self.method = method or DEFAULT_HTTP_METHOD
-        self._explicit = calibration is not None or bool(calibrations)
-        self.calibration_file, chosen = judge_calibrations(
-            calibration, calibrations, self.identity() if model is not None else None, method)
-        self.methods = JudgeMethods(chosen if self._explicit else shipped_calibrations(model))
-        if not self._runs_over_http(self.method):
-            raise ValueError(f"method: {self.method!r} needs prompt log-probabilities, which OpenAI-compatible chat "
-                             "servers do not return")
+        # without model= the server names its model at the first call; then the base fits the judge to it again
+        self.set_up(FitRequest(method, calibration, calibrations))
         # environment_key=False: a server someone else named (a rubric's panel member) gets no key of the user's
         key = api_key or (api_key_from_environment() if environment_key else None)
         self._headers = {"Authorization": f"Bearer {key}"} if key else {}
@@ -124,12 +114,47 @@ class OpenAIJudge:
         """Whether a chat server can run the method (known by its class, before it is made); ValueError for an
         unknown name."""
         if name not in METHOD_CLASSES:
-            self.methods.named(name)   # raises the registry's error, with the known names
+            make_method(name)   # raises the registry's error, with the known names
         return METHOD_CLASSES[name].over_http
 
-    def identity(self) -> ModelIdentity | None:
+    # -- what the JudgeBackend asks of its backend ------------------------------------------------------------
+    def model_identity(self) -> ModelIdentity | None:
         """The served model's name (no weights hash: a server does not say it); None until it is known."""
         return ModelIdentity(self.model, None) if self.model is not None else None
+
+    def model_label(self) -> str:
+        return self.model or "served-model"
+
+    def default_method(self, known: JudgeModel | None, head: Any) -> str:
+        """The one method every chat server can run, whatever the model (a catalog model's own may not be)."""
+        return DEFAULT_HTTP_METHOD
+
+    def check_method(self, name: str) -> None:
+        if not self._runs_over_http(name):
+            raise ValueError(f"method: {name!r} needs prompt log-probabilities, which OpenAI-compatible chat "
+                             "servers do not return")
+
+    def key_shared(self) -> dict[str, Any] | None:
+        """The server's URL and model; None while the model is unnamed (no --model and not yet asked of the
+        server): the key must say which model answered."""
+        return None if self.model is None else {"url": self.url, "model": self.model}
+
+    def key_sent(self, requests: Sequence[JudgeRequest]) -> list[KeyedRequest | None]:
+        """The body of each call a verdict starts from (the first of a reasoned prompt: the answer's call depends
+        on the rationale it returns); None for a request naming no registered method."""
+        keyed: list[KeyedRequest | None] = []
+        for request in requests:
+            try:
+                method = self.method_for(request.item)
+            except ValueError:
+                keyed.append(None)
+                continue
+            keyed.append(KeyedRequest(method, {"bodies": [self._first_body(request, spec)
+                                                          for spec in method.prompts(request.item)]}))
+        return keyed
+
+    def comparison_sent(self, requests: Sequence[ComparisonRequest]) -> list[dict[str, Any] | None]:
+        return [{"body": self._first_body(request, comparison_spec(request.item))} for request in requests]
 
     # ---------------------------------------------------------------- public
 
@@ -147,16 +172,6 @@ class OpenAIJudge:
         if not requests:
             return []
         return _run_blocking(self._each(requests, self._compare_one))
-
-    def comparison_keys(self, requests: Sequence[ComparisonRequest]) -> list[str | None]:
-        from rubrics.judges.verdict_cache import verdict_key
-
-        if self.model is None:
-            return [None] * len(requests)
-        return [verdict_key({"judge": "openai", "url": self.url, "model": self.model,
-                             "comparison": COMPARISON_PROMPT_VERSION,
-                             "body": self._first_body(request, comparison_spec(request.item))})
-                for request in requests]
 
     async def _compare_one(self, client: httpx.AsyncClient, gate: asyncio.Semaphore,
                            request: ComparisonRequest) -> Verdict:
@@ -187,14 +202,6 @@ class OpenAIJudge:
             if self.model is None:
                 try:
                     await self._discover_model(client)
-                    if not self._explicit:   # the model's name is known only now: its shipped calibration, if any
-                        self.methods = JudgeMethods(shipped_calibrations(self.model))
-                    if self.calibration_file is not None:   # the model's name is known only now
-                        try:
-                            self.calibration_file.check(self.identity())
-                        except CalibrationFileError:
-                            self.model, self.name = None, "openai:served-model"   # checked again next call
-                            raise
                 except (JudgeHTTPError, JudgeAnswerError, CalibrationFileError) as exc:
                     return [Verdict(met=None, probability=None, error=str(exc)) for _ in requests]
             gate = asyncio.Semaphore(self.concurrency)
@@ -208,30 +215,12 @@ class OpenAIJudge:
         if len(ids) != 1 or not isinstance(ids[0], str):
             raise JudgeAnswerError(f"{self.models_url} lists {len(ids)} models {ids[:5]}; name one with --model")
         self.model = ids[0]
-        self.name = f"openai:{self.model}"
-
-    def cache_keys(self, requests: Sequence[JudgeRequest]) -> list[str | None]:
-        """Each request's verdict-cache key: the server's URL and model, the method, its calibration, the
-        threshold, and the body of each call its verdict starts from (the first of a reasoned prompt: the
-        answer's call depends on the rationale it returns). None for every request while the model is unnamed
-        (no --model and not yet asked of the server): the key must say which model answered."""
-        from rubrics.judges.verdict_cache import verdict_key
-
-        if self.model is None:
-            return [None] * len(requests)
-        keys: list[str | None] = []
-        for request in requests:
-            try:
-                method = self.methods.for_item(request.item, self.method)
-            except ValueError:
-                keys.append(None)
-                continue
-            bodies = [self._first_body(request, spec) for spec in method.prompts(request.item)]
-            keys.append(verdict_key({
-                "judge": "openai", "url": self.url, "model": self.model, "method": method.name,
-                "calibration": [method.calibration.scale, method.calibration.offset],
-                "threshold": request.item.threshold, "bodies": bodies}))
-        return keys
+        try:   # the model's name is known only now: its shipped calibration, the user's file checked against it
+            self.refit()
+        except FittedFileError:
+            self.model = None   # asked, and checked, again next call
+            self.forget_identity()
+            raise
 
     def _first_body(self, request: JudgeRequest, spec: PromptSpec) -> dict[str, Any]:
         messages = spec_messages(request, spec)
@@ -247,7 +236,7 @@ class OpenAIJudge:
         item = request.item
         try:
             over_http = self._runs_over_http(method_name_for(item, self.method))
-            method = self.methods.for_item(item, self.method) if over_http else None
+            method = self.method_for(item) if over_http else None
         except ValueError as exc:   # a request naming no registered method: its own error, not the batch's
             return Verdict(met=None, probability=None, error=str(exc))
         if method is None:

@@ -26,6 +26,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from rubrics.judges.protocol import MemberVerdict, Verdict
+from rubrics.version import __version__
 
 FORMAT = "agent-rubrics-verdict-cache/1"
 CACHE_FILE_NAME = "verdicts.sqlite"
@@ -326,8 +327,6 @@ def verdict_key(parts: Mapping) -> str:
     """The cache key of a judgment: sha256 of the canonical JSON of what its verdict depends on (as the judge
     lists it), the cache format and the package version (a release may change how a verdict is computed)."""
     import hashlib
-
-    from rubrics import __version__
 
     text = json.dumps({"format": FORMAT, "package": __version__, **parts}, sort_keys=True, separators=(",", ":"),
                       ensure_ascii=True, allow_nan=False)

@@ -2,8 +2,9 @@
 choice prompt, with the choice method's raw score as one more feature. `rubric judge-train` fits one
 (rubrics/judge_eval/head_training.py); the `head` method (rubrics/judges/methods/head.py) judges with it.
 
-The file (JSON, format 1) records what the head was fitted on and is refused for anything else, as a
-calibration file is: another model (name, weights, quantization), another prompt layout.
+The file (JSON, format 1) is a fitted file (rubrics/judges/fitted_file.py): its header records what the head was
+fitted on, and it is refused for anything else, as a calibration file is: another model (name, weights,
+quantization), or the head method's prompts changed since (`prompt_layout`: the head method's layout version).
 
     {"format": 1, "judge_model": {"name": ..., "weights_sha256": ...}, "prompt_layout": "2026-11-30.1",
      "layer": 21, "features": "hidden+choice", "training_domains": [...], "labels": 1840,
@@ -19,18 +20,19 @@ import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
-from rubrics.judges.calibration_file import ModelIdentity, read_judge_file, write_json_whole
-from rubrics.judges.prompt.prompts import PROMPT_LAYOUT_VERSION
+from rubrics.judges.fitted_file import FieldErrors, FittedFile, FittedFileError, ModelIdentity, read_header
 
 FORMAT = 1
 FEATURES = "hidden+choice"
-FIELDS = ("format", "judge_model", "prompt_layout", "layer", "features", "training_domains", "labels",
-          "weight_decay", "mean", "scale", "weights", "bias")
+OWN_FIELDS = ("layer", "features", "training_domains", "labels", "weight_decay", "mean", "scale", "weights", "bias")
+FIELDS = ("format", "judge_model", "prompt_layout", *OWN_FIELDS)
+# the method whose prompts a head reads the hidden states of (its layout version is the file's)
+HEAD_METHOD = "head"
 
 
-class HeadFileError(ValueError):
+class HeadFileError(FittedFileError):
     """A head file that cannot be read, or that was trained for another judge; the message names the file and the
     field."""
 
@@ -42,7 +44,7 @@ class HeadProbe:
 
 
 @dataclass(frozen=True)
-class VerdictHead:
+class VerdictHead(FittedFile):
     judge_model: ModelIdentity
     layer: int
     mean: tuple[float, ...]
@@ -52,8 +54,20 @@ class VerdictHead:
     training_domains: tuple[str, ...] = ()
     labels: int = 0
     weight_decay: float = 0.0
-    prompt_layout: str = PROMPT_LAYOUT_VERSION
+    # None: the head method's current layout version (a head just trained); read from a file: as it records it
+    prompt_layout: str | None = None
     path: str = field(default="<head>", compare=False)
+
+    error: ClassVar[type[FittedFileError]] = HeadFileError
+    noun: ClassVar[str] = "head"
+    fitted: ClassVar[str] = "trained"
+    redo: ClassVar[str] = "train it"
+    redo_layout: ClassVar[str] = "train it again with `rubric judge-train`"
+    json_indent: ClassVar[int] = 1
+    own_fields: ClassVar[tuple[str, ...]] = OWN_FIELDS
+
+    def covers(self) -> tuple[str, ...]:
+        return (HEAD_METHOD,)
 
     @property
     def layers(self) -> tuple[int, ...]:
@@ -80,38 +94,18 @@ class VerdictHead:
 
         return hashlib.sha256(json.dumps(self.to_dict(), sort_keys=True).encode()).hexdigest()
 
-    def check(self, model: ModelIdentity | None, *, prompt_layout: str = PROMPT_LAYOUT_VERSION) -> None:
-        """Refuse the head (HeadFileError) unless it was trained for this model and prompt layout."""
-        mismatch = model.mismatch(self.judge_model, "train it") if model is not None else None
-        if mismatch is not None:
-            self._refuse(*mismatch)
-        if prompt_layout != self.prompt_layout:
-            self._refuse("prompt_layout", prompt_layout, self.prompt_layout,
-                         "another prompt layout (train it again with `rubric judge-train`)")
-
-    def _refuse(self, name: str, expected: str | None, found: str | None, what: str) -> None:
-        raise HeadFileError(f"{self.path}: {name}: expected {expected!r} (the judge's), found {found!r}; this head "
-                            f"was trained for {what}")
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"format": FORMAT, "judge_model": self.judge_model.to_dict(), "prompt_layout": self.prompt_layout,
-                "layer": self.layer, "features": FEATURES, "training_domains": list(self.training_domains),
+    def body(self) -> dict[str, Any]:
+        return {"layer": self.layer, "features": FEATURES, "training_domains": list(self.training_domains),
                 "labels": self.labels, "weight_decay": self.weight_decay, "mean": list(self.mean),
                 "scale": list(self.scale), "weights": list(self.weights), "bias": self.bias}
 
-    def write(self, path: str | Path) -> None:
-        write_json_whole(path, self.to_dict(), indent=1)
+    @classmethod
+    def from_dict(cls, data: Any, where: str = "<head>") -> "VerdictHead":
+        return head_from_dict(data, where)
 
 
 def load_head(path: str | Path) -> VerdictHead:
-    where = str(path)
-    try:
-        data = json.loads(read_judge_file(path))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise HeadFileError(f"{where}: cannot read the head file: {exc}") from None
-    except json.JSONDecodeError as exc:
-        raise HeadFileError(f"{where}: not JSON: {exc}") from None
-    return head_from_dict(data, where)
+    return VerdictHead.load(path)
 
 
 def as_head(head: str | Path | VerdictHead) -> VerdictHead:
@@ -133,30 +127,19 @@ def judge_head(head: Any, model: ModelIdentity | None) -> VerdictHead | HeadProb
 
 
 def head_from_dict(data: Any, where: str = "<head>") -> VerdictHead:
-    def bad(name: str, expected: str, found: Any) -> HeadFileError:
-        shown = found if not isinstance(found, list) or len(found) < 8 else f"a list of {len(found)}"
-        return HeadFileError(f"{where}: {name}: expected {expected}, found {shown!r}")
+    errors = FieldErrors(HeadFileError, where)
+    bad = errors.bad
 
     def number(name: str, value: Any) -> float:
         if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
             raise bad(name, "a finite number", value)
         return float(value)
 
-    if not isinstance(data, dict):
-        raise bad("(top level)", "an object", type(data).__name__)
-    unknown = sorted(set(data) - set(FIELDS))
-    missing = [name for name in FIELDS if name not in data]
-    if unknown or missing:
-        raise bad(unknown[0] if unknown else missing[0], f"the fields {', '.join(FIELDS)}",
-                  "an unknown field" if unknown else "nothing")
-    if data["format"] != FORMAT or isinstance(data["format"], bool):
-        raise bad("format", str(FORMAT), data["format"])
+    header = read_header(data, OWN_FIELDS, errors)
+    if not isinstance(header.prompt_layout, str):   # a head covers one method: its version is one string
+        raise bad("prompt_layout", "the prompt-layout version (a string)", header.prompt_layout)
     if data["features"] != FEATURES:
         raise bad("features", repr(FEATURES), data["features"])
-    model = data["judge_model"]
-    if not isinstance(model, dict) or set(model) - {"name", "weights_sha256", "quantization"} \
-            or not isinstance(model.get("name"), str) or not model["name"]:
-        raise bad("judge_model", "an object {name, weights_sha256, quantization}", model)
     layer = data["layer"]
     if isinstance(layer, bool) or not isinstance(layer, int) or layer < 0:
         raise bad("layer", "a layer index (an integer, 0 or more)", layer)
@@ -176,9 +159,6 @@ def head_from_dict(data: Any, where: str = "<head>") -> VerdictHead:
     labels = data["labels"]
     if isinstance(labels, bool) or not isinstance(labels, int) or labels < 0:
         raise bad("labels", "the number of labels it was trained on", labels)
-    if not isinstance(data["prompt_layout"], str) or not data["prompt_layout"]:
-        raise bad("prompt_layout", "the prompt-layout version (a string)", data["prompt_layout"])
-    identity = ModelIdentity(model["name"], model.get("weights_sha256"), model.get("quantization"))
-    return VerdictHead(identity, layer, vectors["mean"], vectors["scale"], vectors["weights"],
+    return VerdictHead(header.judge_model, layer, vectors["mean"], vectors["scale"], vectors["weights"],
                        number("bias", data["bias"]), tuple(domains), labels,
-                       number("weight_decay", data["weight_decay"]), data["prompt_layout"], where)
+                       number("weight_decay", data["weight_decay"]), header.prompt_layout, where)

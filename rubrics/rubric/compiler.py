@@ -13,9 +13,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from rubrics.checks.facts import Fact, compile_fact
-from rubrics.grading.expectation import DEFAULT_UNCERTAIN, Band
 from rubrics.judges.protocol import EvidenceBlock, JudgeContext, JudgeExample, JudgeItem, JudgeRequest
-from rubrics.rubric.spec import DEFAULT_EVIDENCE, Item, JudgeOptions, Rubric
+from rubrics.rubric.spec import DEFAULT_EVIDENCE, DEFAULT_UNCERTAIN, Band, Item, JudgeOptions, Rubric
 
 DEFAULT_THRESHOLD = 0.5
 DEFAULT_MODE = "direct"

@@ -1,14 +1,11 @@
 """Problems found in a rubric (located by file, line, column and field path) or in a delivery's files."""
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass
 
-ERROR = "error"
-WARNING = "warning"
-# A word this long that begins exactly one candidate names it ("smollm" for smollm2-135m-instruct), though too
-# short beside it for difflib's ratio; shorter ones ("fi") begin too many things to be read as a name.
-MIN_PREFIX = 3
+# The severities are the ones every problem report shares (rubrics/wording.py, below the check families that
+# report them too); rubric and delivery code names them from here, beside Problem.
+from rubrics.wording import ERROR, WARNING  # noqa: F401 - WARNING: the other severity a Problem carries
 
 
 def format_path(path: tuple) -> str:
@@ -49,26 +46,6 @@ class Problem:
         where = f"{self.path}:{self.line}:{self.col or 1}" if self.line else self.path
         prefix = "" if self.severity == ERROR else "warning: "
         return f"{where}: {prefix}{self.message} [{self.code}]"
-
-
-def did_you_mean(word: str, candidates) -> str:
-    """The hint " (did you mean 'X'?)" for the candidate closest to word (a typo of it, or the start of it and of
-    no other), else "": the one did-you-mean of every message that refuses a name (rubric keys, selectors, catalog
-    models), so that they all suggest alike."""
-    folded: dict[str, str] = {}   # case aside ("In" for in, "SmolLM2" for smollm2-...): lowered -> as written
-    for name in candidates:
-        folded.setdefault(str(name).lower(), str(name))
-    word = str(word).lower()   # a YAML key may be a number
-    close = difflib.get_close_matches(word, list(folded), n=1, cutoff=0.6) or only_prefix_of(word, list(folded))
-    return f" (did you mean '{folded[close[0]]}'?)" if close else ""
-
-
-def only_prefix_of(word: str, names: list[str]) -> list[str]:
-    """[the one name that word begins], or [] when it begins none or several."""
-    if len(word) < MIN_PREFIX:
-        return []
-    starting = [name for name in names if name.startswith(word)]
-    return starting if len(starting) == 1 else []
 
 
 def has_errors(problems: list[Problem]) -> bool:

@@ -41,6 +41,8 @@ UncertainBand = Annotated[tuple[Probability, Probability], AfterValidator(_order
     description="[low, high], inclusive: a judge probability in this band marks the item uncertain (its verdict "
                 "is close to a coin; the result's score_low and score_high let it fall either way). "
                 "Default [0.35, 0.65].")]
+Band = tuple[float, float]   # an uncertain band once resolved: inclusive [low, high] probabilities
+DEFAULT_UNCERTAIN: Band = (0.35, 0.65)   # the band of an item whose rubric, options and item set none
 
 
 class _Strict(BaseModel):

@@ -14,8 +14,9 @@ from pydantic import ValidationError
 from rubrics.rubric import rules
 from rubrics.rubric.source_map import SourceMap
 from rubrics.rubric.spec import (JUDGE_ONLY_FIELDS, Item, ItemFields, JudgeOptions, Rubric, RubricHeader)
-from rubrics.rubric.problems import ERROR, Problem, did_you_mean
+from rubrics.rubric.problems import ERROR, Problem
 from rubrics.trajectory.selectors import SELECTOR_HINTS
+from rubrics.wording import did_you_mean
 
 JUDGE_KEY = "judge"
 COMBINATOR_LIST_KEYS = ("all_of", "any_of")

@@ -4,6 +4,7 @@ A .json file holds one trajectory or an array of them; a .jsonl file holds one a
 messages is one trajectory; Inspect, OpenAI Responses, Anthropic Messages and SWE-agent shapes go through their
 adapters. Loading never lets a pydantic, JSON or decoding error escape: a broken trajectory becomes a
 `TrajectoryError` whose message names the file, the line (and column, where there is one) and the field.
+Which paths are read, and how a folder is, is paths.py's.
 """
 from __future__ import annotations
 
@@ -377,15 +378,3 @@ def load_trajectory(src: str | Path | dict | list | Trajectory) -> Trajectory:
     if isinstance(entries[0], TrajectoryLoadError):
         raise entries[0]
     return entries[0]
-
-
-TRAJECTORY_FILE_SUFFIXES = (".json", ".jsonl", ".ndjson", ".eval", ".traj")
-
-
-def is_trajectory_file(src: Any) -> bool:
-    """Whether score_many reads `src` as a file of trajectories (every entry) rather than as one trajectory: a Path,
-    or a string naming an existing file with a trajectory-file suffix."""
-    if isinstance(src, Path):
-        return True
-    return (isinstance(src, str) and src.endswith(TRAJECTORY_FILE_SUFFIXES) and "\n" not in src
-            and looks_like_path(src))

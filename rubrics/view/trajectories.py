@@ -1,8 +1,8 @@
 """A trajectory laid out for the page: its parts in reading order (messages, tool calls with their arguments and
 results, the final answer, emails, files, tests), each a plain title and text.
 
-Loading goes through `rubric grade`'s own collection (directories contribute their trajectory files, sorted), so
-the viewer reads exactly what the grader read.
+Loading goes the one way from paths to trajectories that `rubric grade` goes (rubrics.trajectory.paths: directories
+contribute their trajectory files, sorted), so the viewer reads exactly what the grader read.
 """
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from rubrics.trajectory import Email, Trajectory
+from rubrics.trajectory.paths import read_paths
 
 PartKind = Literal["message", "tool_call", "tool_result", "final_answer", "email", "file", "test"]
 
@@ -35,9 +36,7 @@ class TrajectoryView(BaseModel):
 
 def load_trajectories(paths: list[str]) -> tuple[dict[str, Trajectory], list[str]]:
     """Trajectories by id (the first of a repeated id wins) and the loading errors, one line each."""
-    from rubrics.cli.grade import collect_trajectories
-
-    loaded, errors = collect_trajectories(paths)
+    loaded, errors = read_paths(paths)
     by_id: dict[str, Trajectory] = {}
     for trajectory in loaded:
         by_id.setdefault(trajectory.id, trajectory)

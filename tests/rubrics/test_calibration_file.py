@@ -16,16 +16,16 @@ from judge_models import LABELS_DIR, REPO
 from rubrics.judges.calibration_file import CalibrationFile, CalibrationFileError, ModelIdentity, \
     calibration_from_dict, load_calibration_file, rubric_calibration_path
 from rubrics.judges.methods import METHOD_CLASSES, Calibration
-from rubrics.judges.prompt.prompts import PROMPT_LAYOUT_VERSION
 
 SMOL = ModelIdentity("SmolLM2-135M-Instruct", "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53")
+STATEMENT_LAYOUT = METHOD_CLASSES["statement"].layout_version   # the layout content()'s file is fitted for
 REFUNDS = LABELS_DIR / "support-refunds"
 REFUNDS_RUBRIC = REFUNDS / "rubric.yaml"
 REFUNDS_01 = REFUNDS / "trajectories" / "support-refunds-01.json"
 
 
 def content(**changes) -> dict:
-    data = {"format": 1, "judge_model": SMOL.to_dict(), "prompt_layout": PROMPT_LAYOUT_VERSION,
+    data = {"format": 1, "judge_model": SMOL.to_dict(), "prompt_layout": STATEMENT_LAYOUT,
             "calibrations": {"statement": {"scale": 0.9, "offset": 1.5}}}
     data.update(changes)
     return data
@@ -47,7 +47,7 @@ def test_a_written_file_reads_back_the_same(tmp_path):
     made = CalibrationFile(SMOL, {"statement": Calibration(0.9, 1.5), "likelihood": Calibration(1.0, -0.25)})
     made.write(tmp_path / "c.json")
     data = json.loads((tmp_path / "c.json").read_text())
-    assert data == {"format": 1, "judge_model": SMOL.to_dict(), "prompt_layout": PROMPT_LAYOUT_VERSION,
+    assert data == {"format": 1, "judge_model": SMOL.to_dict(), "prompt_layout": STATEMENT_LAYOUT,
                     "calibrations": {"likelihood": {"scale": 1.0, "offset": -0.25},
                                      "statement": {"scale": 0.9, "offset": 1.5}}}
     loaded = load_calibration_file(tmp_path / "c.json")
@@ -147,7 +147,7 @@ def test_the_embedded_judge_takes_a_path_or_a_loaded_file(tmp_path):
     ({"judge_model": {"name": "Qwen3-8B", "weights_sha256": None}}, "judge_model.name", SMOL.name, "Qwen3-8B"),
     ({"judge_model": {"name": SMOL.name, "weights_sha256": "0" * 64}}, "judge_model.weights_sha256",
      SMOL.weights_sha256, "0" * 64),
-    ({"prompt_layout": "2020-01-01.1"}, "prompt_layout", PROMPT_LAYOUT_VERSION, "2020-01-01.1"),
+    ({"prompt_layout": "2020-01-01.1"}, "prompt_layout", STATEMENT_LAYOUT, "2020-01-01.1"),
 ])
 def test_a_file_for_another_model_or_layout_is_refused(tmp_path, changes, field, expected, found):
     from rubrics.judges.embedded import EmbeddedJudge
@@ -265,40 +265,47 @@ def test_judge_eval_write_keeps_other_methods_of_the_same_judge(tmp_path):
 
 # ------------------------------------------------------------------------------ the prompt-layout version
 
-# PROMPT_LAYOUT_VERSION -> fingerprint of every method's prompts for one item. When the prompts change, this test
-# fails: bump PROMPT_LAYOUT_VERSION (rubrics/judges/prompt/prompts.py) and record the new fingerprint under it.
+# (method, its layout_version) -> fingerprint of that method's prompts for a few items. When a method's prompts
+# change, its case fails: bump that method's layout_version (rubrics/judges/methods/<name>.py) and record the new
+# fingerprint under it. Only the calibration and head files fitted for that method are then refused. The head
+# method's prompt is the choice method's (its layers are read from the head file): the two move together.
 LAYOUT_FINGERPRINTS = {
-    "2026-11-30.1": "b1ccbefa4d69400cbe0207f34d2d5b32777d5f5cabea70ac6af8f6543746e720",
+    ("choice", "2026-11-30.1"): "67d6bcc53ce508607eae15eac61c598f89a3ccf1ba20d20051d4cb7ac3dd1212",
+    ("head", "2026-11-30.1"): "67d6bcc53ce508607eae15eac61c598f89a3ccf1ba20d20051d4cb7ac3dd1212",
+    ("likelihood", "2026-11-30.1"): "55076e91ea31633416f481eaed74458be5e6169733fff60e3c3661c801644273",
+    ("statement", "2026-11-30.1"): "09231bed028ad6059e3e54206310ddf0e8e4f9e96eb809d608604aa41d6d46a0",
 }
 
 
-def layout_fingerprint() -> str:
+def layout_fingerprint(cls) -> str:
     from rubrics.judges.prompt.prompts import chat_messages
     from rubrics.judges.protocol import EvidenceBlock, JudgeContext, JudgeExample, JudgeItem
+    from rubrics.judges.verdict_head import HeadProbe
 
     context = JudgeContext("t", "Refund the order.", "Order total $97.49.",
                            (EvidenceBlock("final_answer", "Refunded $97.49."),))
+    method = cls.with_calibrations({}, HeadProbe((1,)))   # a head's layers are the file's, not the prompt's
     lines = []
     for mode in ("direct", "reasoned"):
         for penalty in (False, True):
             item = JudgeItem(id="refund", kind="criterion", points=-2 if penalty else 2, criterion="refunds $97.49",
                              penalty=penalty, examples=(JudgeExample("Refunded.", True),), threshold=0.5,
                              method=None, mode=mode, max_tokens=64)
-            for cls in METHOD_CLASSES.values():
-                if cls.name == "head":   # the choice prompt, with hidden states read: no layout of its own
-                    continue
-                for spec in cls().prompts(item):
-                    # which hidden states are read is not part of what the prompt shows
-                    lines.append(repr(spec).replace(", hidden_layers=()", ""))
-                    lines.append(json.dumps(chat_messages(context, spec.instructions, spec.item,
-                                                          content_free=spec.content_free)))
+            for spec in method.prompts(item):
+                # which hidden states are read is not part of what the prompt shows
+                lines.append(repr(spec).replace(", hidden_layers=()", "").replace(", hidden_layers=(1,)", ""))
+                lines.append(json.dumps(chat_messages(context, spec.instructions, spec.item,
+                                                      content_free=spec.content_free)))
     return hashlib.sha256("\n".join(lines).encode()).hexdigest()
 
 
-def test_the_prompt_layout_version_changes_with_the_prompts():
-    assert LAYOUT_FINGERPRINTS.get(PROMPT_LAYOUT_VERSION) == layout_fingerprint(), (
-        "the judge prompts changed: bump PROMPT_LAYOUT_VERSION in rubrics/judges/prompt/prompts.py and record "
-        f"{layout_fingerprint()} for it in LAYOUT_FINGERPRINTS")
+@pytest.mark.parametrize("name", sorted(METHOD_CLASSES))
+def test_each_methods_layout_version_changes_with_its_own_prompts(name):
+    cls = METHOD_CLASSES[name]
+    fingerprint = layout_fingerprint(cls)
+    assert LAYOUT_FINGERPRINTS.get((name, cls.layout_version)) == fingerprint, (
+        f"the {name} method's prompts changed: bump layout_version in its class ({cls.__module__}) and record "
+        f"({name!r}, <new version>): {fingerprint!r} in LAYOUT_FINGERPRINTS; the other methods' files stay valid")
 
 
 # ---------------------------------------------------------------------------------------------- the real path
@@ -317,7 +324,7 @@ def test_judge_eval_writes_a_file_that_grade_applies(tmp_path):
     assert done.returncode == 0, done.stderr
     fitted = json.loads(done.stdout)["calibration"]["statement"]
     data = json.loads(written.read_text())
-    assert data == {"format": 1, "judge_model": SMOL.to_dict(), "prompt_layout": PROMPT_LAYOUT_VERSION,
+    assert data == {"format": 1, "judge_model": SMOL.to_dict(), "prompt_layout": STATEMENT_LAYOUT,
                     "calibrations": {"statement": fitted}}
     identity = write(tmp_path / "identity.json", {**data, "calibrations": {"statement": {"scale": 1, "offset": 0}}})
 

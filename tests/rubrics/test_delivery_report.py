@@ -10,7 +10,7 @@ from rubrics.delivery.pass_rates.label_tasks import label_tasks
 from rubrics.delivery.tasks.catalog import load_catalog
 from rubrics.delivery.report.chart_svg import BINS, ChartTask, bin_index, pass_rate_svg
 from rubrics.delivery.runs.graded_results import read_results
-from rubrics.delivery.report.files import write_report
+from rubrics.delivery.report.files import pass_rates_file, write_report
 from rubrics.delivery.split.heldout import plan_split, write_plan
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -28,14 +28,14 @@ def _small_delivery(tmp_path):
     _, specs, _ = load_catalog(root)
     report = label_tasks(read_results(root / "results.jsonl"), {t: s.metadata.category for t, s in specs.items()},
                        attempts_requested=4)
-    (root / "calibration.json").write_text(report.model_dump_json(indent=2))
+    (root / "pass_rates.json").write_text(report.model_dump_json(indent=2))
     write_plan(plan_split(specs, 0.34, seed=1), root / "split.json")
     return root
 
 
 def test_report_sections_and_numbers(tmp_path):
     root = _small_delivery(tmp_path)
-    report, problems = write_report(root, root, root / "calibration.json", root / "split.json")
+    report, problems = write_report(root, root, root / "pass_rates.json", root / "split.json")
     assert problems == []
     jsonschema.Draft202012Validator(SCHEMA).validate(json.loads((root / "report.json").read_text()))
     md = (root / "report.md").read_text()
@@ -52,34 +52,34 @@ def test_report_sections_and_numbers(tmp_path):
     assert report.split.heldout_shipped + report.split.training_shipped + len(report.removed) == 3
 
 
-def test_report_without_calibration_or_split_still_describes_the_mix(tmp_path):
+def test_report_without_pass_rates_or_split_still_describes_the_mix(tmp_path):
     root = _small_delivery(tmp_path)
     report, _ = write_report(root, tmp_path / "out", None, None)
     assert report.calibration is None and report.split is None and report.chart is None
     assert not (tmp_path / "out" / "pass-rates.svg").exists()
-    assert "run `rubric calibrate` first" in (tmp_path / "out" / "report.md").read_text()
+    assert "run `rubric pass-rates` first" in (tmp_path / "out" / "report.md").read_text()
 
 
 def test_broken_folder_is_reported_as_removed(tmp_path):
     root = _small_delivery(tmp_path)
     (root / "tasks" / "mid-1" / "Dockerfile").unlink()
-    report, _ = write_report(root, root, root / "calibration.json", root / "split.json")
+    report, _ = write_report(root, root, root / "pass_rates.json", root / "split.json")
     removed = {r.task_id: r.reasons for r in report.removed}
     assert removed["mid-1"] == ["fails tasks check: tasks/mid-1/Dockerfile: missing [missing-file]"]
 
 
 def test_report_regenerates_identically(tmp_path):
     root = _small_delivery(tmp_path)
-    write_report(root, tmp_path / "one", root / "calibration.json", root / "split.json")
+    write_report(root, tmp_path / "one", root / "pass_rates.json", root / "split.json")
     moved = tmp_path / "elsewhere" / "copy"
     shutil.copytree(root, moved)
-    write_report(moved, tmp_path / "two", moved / "calibration.json", moved / "split.json")
+    write_report(moved, tmp_path / "two", moved / "pass_rates.json", moved / "split.json")
     for name in OUTPUTS:
         assert (tmp_path / "one" / name).read_bytes() == (tmp_path / "two" / name).read_bytes(), name
 
 
 def test_committed_example_report_matches_a_fresh_one(tmp_path):
-    write_report(EXAMPLE, tmp_path, EXAMPLE / "calibration.json", EXAMPLE / "split.json")
+    write_report(EXAMPLE, tmp_path, EXAMPLE / "pass_rates.json", EXAMPLE / "split.json")
     for name in OUTPUTS:
         assert (tmp_path / name).read_text() == (EXAMPLE / name).read_text(), name
 
@@ -102,3 +102,12 @@ def test_svg_is_well_formed_and_counts_tasks():
     assert ">2 !1</text>" in svg
     one = {"a": [ChartTask(2, 4, "keep", False)]}
     assert pass_rate_svg(one) == pass_rate_svg(one)
+
+
+def test_the_pass_rates_file_is_the_new_name_else_an_older_calibration_json_with_a_notice(tmp_path):
+    assert pass_rates_file(tmp_path) == (tmp_path / "pass_rates.json", None)   # neither: the new name, no notice
+    (tmp_path / "calibration.json").write_text("{}")
+    path, notice = pass_rates_file(tmp_path)
+    assert path == tmp_path / "calibration.json" and "deprecated name of pass_rates.json" in notice
+    (tmp_path / "pass_rates.json").write_text("{}")
+    assert pass_rates_file(tmp_path) == (tmp_path / "pass_rates.json", None)

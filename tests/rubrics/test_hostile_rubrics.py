@@ -235,8 +235,9 @@ def test_lint_work_grows_linearly_with_the_number_of_criteria(tmp_path):
 
 # ------------------------------------------------------------------------------------------ CLI help
 
-def test_calibrate_help_shows_single_percent_signs(capsys):
+@pytest.mark.parametrize("command", ["pass-rates", "calibrate"])   # calibrate: its deprecated old name
+def test_pass_rates_help_shows_single_percent_signs(command, capsys):
     with pytest.raises(SystemExit):
-        main(["calibrate", "--help"])
+        main([command, "--help"])
     out = " ".join(capsys.readouterr().out.split())
     assert "inspect at 0%, drop at 100%, keep" in out and "%%" not in out

@@ -1,4 +1,4 @@
-"""Hostile input to `rubric grade`, `score_many`, `load_trajectory` and `rubric calibrate`.
+"""Hostile input to `rubric grade`, `score_many`, `load_trajectory` and `rubric pass-rates`.
 
 The rule under test: one bad trajectory or line never sinks a batch, and it is reported with its file, line
 (and column where there is one) and what was wrong. The CLI runs in a subprocess with code checks only, so no
@@ -216,10 +216,10 @@ def test_a_judge_probability_that_is_not_finite_becomes_an_error_item():
         json.loads(json.dumps(result.to_dict(), allow_nan=False))
 
 
-# ------------------------------------------------------------------ rubric calibrate
+# ----------------------------------------------------------------- rubric pass-rates
 
 
-def test_calibrate_skips_hostile_result_lines_with_their_line_numbers(tmp_path):
+def test_pass_rates_skips_hostile_result_lines_with_their_line_numbers(tmp_path):
     from delivery_factory import make_task, result_line
 
     from rubrics.delivery.runs.graded_results import read_results
@@ -239,11 +239,11 @@ def test_calibrate_skips_hostile_result_lines_with_their_line_numbers(tmp_path):
     assert [p.split(": ")[0] for p in read.problems] == [f"{results}:{n}" for n in (2, 3, 4, 5)]
     assert "integer literal" in read.problems[0] and "invalid UTF-8" in read.problems[1]
     assert "nested deeper" in read.problems[3]
-    done = rubric_cli("calibrate", root, "--results", results, "--attempts", "2")
+    done = rubric_cli("pass-rates", root, "--results", results, "--attempts", "2")
     assert done.returncode == 0, done.stderr
     done.stdout.decode("utf-8")
     assert f"{results}:2: " in done.stderr.decode()
-    json.loads((root / "calibration.json").read_text(encoding="utf-8"), parse_constant=reject_constant)
+    json.loads((root / "pass_rates.json").read_text(encoding="utf-8"), parse_constant=reject_constant)
 
 
 def reject_constant(name: str):

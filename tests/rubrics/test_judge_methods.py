@@ -144,6 +144,7 @@ class ShoutMethod(JudgeMethod):
     """A stand-in for a new method file: one prompt, two one-token answers, raw score = their difference."""
 
     name = "shout"
+    layout_version = "2030-01-01.1"
     over_http = False
     description = "shout: a test method"
 

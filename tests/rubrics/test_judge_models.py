@@ -14,7 +14,6 @@ from rubrics.judges.embedded import EmbeddedJudge
 from rubrics.judges.judge_models import CALIBRATIONS, DEFAULT_JUDGE_MODEL, JUDGE_MODELS, UncalibratedJudgeWarning, \
     default_judge_model, shipped_head
 from rubrics.judges.methods import IDENTITY, METHOD_NAMES
-from rubrics.judges.prompt.prompts import PROMPT_LAYOUT_VERSION
 
 
 @pytest.mark.parametrize("name", sorted(JUDGE_MODELS))
@@ -26,7 +25,7 @@ def test_every_catalog_judge_model_ships_a_calibration_made_for_it_with_its_defa
     entry = find_model(name)
     assert (shipped.judge_model.name, shipped.judge_model.weights_sha256) == (entry.model, entry.sha256)
     assert shipped.judge_model.quantization is None
-    assert shipped.prompt_layout == PROMPT_LAYOUT_VERSION
+    assert shipped.refusal(None) is None   # fitted on each of its methods' prompts as they are now
     assert set(shipped.calibrations) <= set(METHOD_NAMES)
     default = JUDGE_MODELS[name]
     if default.method == "head":   # a trained head (identity calibration), and a calibrated zero-shot fallback

@@ -65,7 +65,7 @@ def test_a_file_at_the_limit_loads(tmp_path, small_cap):
 
 
 def test_a_file_over_the_limit_in_a_folder_costs_only_itself(tmp_path, small_cap):
-    from rubrics.cli.grade import collect_trajectories
+    from rubrics.trajectory.paths import read_paths as collect_trajectories
 
     (tmp_path / "a.json").write_text(json.dumps(chat("a")))
     (tmp_path / "b.json").write_text(json.dumps(chat("b", 300)))   # over the limit

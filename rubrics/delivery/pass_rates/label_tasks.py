@@ -20,7 +20,7 @@ from rubrics.delivery.pass_rates.records import (
 )
 from rubrics.delivery.runs.graded_results import GradedAttempt, ResultsFile
 
-DIGITS = 6   # rounding of reported statistics, so that calibration.json stays short and stable
+DIGITS = 6   # rounding of reported statistics, so that pass_rates.json stays short and stable
 
 
 def label_for(pass_rate: float | None) -> Label:

@@ -1,4 +1,5 @@
-"""calibration.json: per-task attempt statistics, the keep/drop/inspect label and flags."""
+"""pass_rates.json (`rubric pass-rates`; calibration.json before): per-task attempt statistics, the keep/drop/inspect
+label and flags."""
 from __future__ import annotations
 
 from typing import Literal
@@ -18,7 +19,7 @@ class Flag(BaseModel):
 
 
 class TaskPassRate(BaseModel):
-    model_config = ConfigDict(extra="forbid", title="TaskCalibration")   # its name in calibration.schema.json
+    model_config = ConfigDict(extra="forbid")
 
     task_id: str
     category: str | None = Field(description="metadata.category; null when task.yaml is unreadable.")
@@ -59,7 +60,7 @@ class Provenance(BaseModel):
 
 
 class PassRates(BaseModel):
-    model_config = ConfigDict(extra="forbid", title="Calibration")
+    model_config = ConfigDict(extra="forbid")
 
     version: Literal[1] = 1
     results_file: str = Field(description="File name of the graded results (no directory, so output is portable).")

@@ -1,4 +1,4 @@
-"""Assemble the report's numbers from task.yaml files, calibration.json, split.json and the folder checks."""
+"""Assemble the report's numbers from task.yaml files, pass_rates.json, split.json and the folder checks."""
 from __future__ import annotations
 
 import statistics
@@ -32,7 +32,7 @@ CHART_FILE = "pass-rates.svg"
 class ReportInputs:
     delivery: DeliveryFolder
     specs: dict[str, TaskSpec]
-    pass_rates: PassRates | None   # calibration.json
+    pass_rates: PassRates | None   # pass_rates.json
     plan: SplitPlan | None
     check_errors: dict[str, list[Problem]]   # task id -> folder-check errors
     validation: ValidationReport | None = None

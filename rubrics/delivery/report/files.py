@@ -18,7 +18,18 @@ from rubrics.delivery.runs.validate import VALIDATION_FILE
 from rubrics.delivery.runs.validation_records import ValidationReport
 
 REPORT_JSON = "report.json"
-PASS_RATES_FILE = "calibration.json"   # what `rubric calibrate` writes
+PASS_RATES_FILE = "pass_rates.json"   # what `rubric pass-rates` writes
+OLD_PASS_RATES_FILE = "calibration.json"   # its name from `rubric calibrate`: still read where the new one is absent
+
+
+def pass_rates_file(root: Path) -> tuple[Path, str | None]:
+    """The pass rates of the delivery in `root`: root/pass_rates.json (and None), or, where only an older
+    root/calibration.json is there, that file and a deprecation notice to print."""
+    path, old = root / PASS_RATES_FILE, root / OLD_PASS_RATES_FILE
+    if path.is_file() or not old.is_file():
+        return path, None
+    return old, (f"warning: reading {old}: {OLD_PASS_RATES_FILE} is the deprecated name of {PASS_RATES_FILE} "
+                 f"(`rubric pass-rates` writes it); rename the file")
 
 
 def read_inputs(root: Path, pass_rates_path: Path | None, split_path: Path | None) -> tuple[ReportInputs, list[Problem]]:

@@ -62,7 +62,7 @@ def _mix(report: DeliveryReport) -> str:
 
 def _baseline(report: DeliveryReport) -> str:
     if report.calibration is None:
-        return "## Baseline pass@1\n\nNot calibrated: run `rubric calibrate` first.\n"
+        return "## Baseline pass@1\n\nNo pass rates yet: run `rubric pass-rates` first.\n"
     c = report.calibration
     intro = (f"From `{c.results_file}`: {c.attempts_requested} attempts asked per task, an attempt passes at "
              f"score >= {c.pass_threshold:g}, k = {c.k}. pass@1 is the mean over calibrated tasks; "

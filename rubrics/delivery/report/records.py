@@ -27,8 +27,8 @@ class CategoryMix(_Strict):
 
 class CategoryBaseline(_Strict):
     category: str = Field(description="A category, or 'all'.")
-    calibrated: int = Field(ge=0, description="Tasks with at least one graded attempt.")
-    pass_at_1: float | None = Field(ge=0, le=1, description="Mean pass@1 over calibrated tasks.")
+    calibrated: int = Field(ge=0, description="Tasks with at least one graded attempt.")   # report.json's name
+    pass_at_1: float | None = Field(ge=0, le=1, description="Mean pass@1 over the tasks with a graded attempt.")
     pass_at_1_shipped: float | None = Field(ge=0, le=1, description="Mean pass@1 over the tasks that ship (kept, not removed).")
     keep: int = Field(ge=0)
     drop: int = Field(ge=0)
@@ -40,7 +40,7 @@ class TaskRow(_Strict):
     category: str
     difficulty: str
     side: Literal["tasks", "heldout"]
-    attempts: int | None = Field(ge=0, description="Null when the delivery has no calibration.")
+    attempts: int | None = Field(ge=0, description="Null when the delivery has no pass rates.")
     successes: int | None = Field(ge=0)
     pass_rate: float | None = Field(ge=0, le=1)
     pass_rate_low: float | None = Field(ge=0, le=1, description="95% Wilson interval of the pass rate, lower end.")
@@ -48,9 +48,9 @@ class TaskRow(_Strict):
     pass_at_1: float | None = Field(ge=0, le=1)
     pass_at_k: float | None = Field(ge=0, le=1)
     pass_hat_k: float | None = Field(ge=0, le=1)
-    label: Label | None = Field(description="Calibration's label from the pass rate alone.")
+    label: Label | None = Field(description="The keep/drop/inspect label, from the pass rate alone.")
     decision: Decision = Field(description="Final: removed (any removal reason), inspect (never solved), else keep.")
-    flags: list[str] = Field(description="Flag codes from calibration, 'check' for folder-check errors, 'invalid' "
+    flags: list[str] = Field(description="Flag codes from the pass rates, 'check' for folder-check errors, 'invalid' "
                                          "for failed validation, 'manual' for a removal.yaml.")
 
 
@@ -97,13 +97,13 @@ class DeliveryReport(_Strict):
     total_tasks: int = Field(ge=0)
     layout: DeliveryFolder = Field(description="Where the task folders are now (the split may propose moves).")
     category_mix: list[CategoryMix]
-    baseline: list[CategoryBaseline] = Field(description="Per category, then 'all'; empty without calibration.")
-    calibration: PassRateSettings | None
+    baseline: list[CategoryBaseline] = Field(description="Per category, then 'all'; empty without pass rates.")
+    calibration: PassRateSettings | None   # the pass rates' settings, under the key report.json has always had
     tasks: list[TaskRow]
     removed: list[RemovedTask] = Field(description="Tasks not to ship: already solved, flaky, failing the folder check "
                                                    "or validation, or removed by a person (removal.yaml).")
     to_inspect: list[RemovedTask] = Field(description="Never solved: too hard, or broken; a person decides.")
     split: SplitSummary | None
     chart: str | None = Field(description="File name of the pass-rate chart (SVG) beside report.md.")
-    provenance: Provenance | None = Field(description="What produced the graded results; null without calibration.")
+    provenance: Provenance | None = Field(description="What produced the graded results; null without pass rates.")
     validated: bool = Field(description="Whether validation.json (rubric tasks validate) was read.")

@@ -60,7 +60,7 @@ class UpliftReport(_Strict):
     seed: int
     resamples: int
     heldout_tasks: list[str] = Field(description="Held-out tasks compared (shipped, with attempts on both sides).")
-    excluded_removed: list[str] = Field(description="Held-out tasks removed (calibration, validation, review).")
+    excluded_removed: list[str] = Field(description="Held-out tasks removed (pass rates, validation, review).")
     excluded_unscored: list[str] = Field(description="Held-out tasks without attempts from one of the models.")
     rows: list[UpliftRow]
 

@@ -1,4 +1,4 @@
-"""Read `rubric grade --format jsonl` output: one Result per line, the fields calibration needs.
+"""Read `rubric grade --format jsonl` output: one Result per line, the fields the pass rates need.
 
 A reference run (the task's solution.patch applied, or a reviewer's gold trajectory) is marked by its
 trajectory id: it is `reference` or ends with `reference` after one of `/ : # . _ -`, for example
@@ -19,7 +19,7 @@ _REFERENCE_ID = re.compile(r"(?:^|[/:#._-])reference$", re.IGNORECASE)
 
 
 class GradedAttempt(BaseModel):
-    # A Result carries much more (items, earned, total); calibration needs only these.
+    # A Result carries much more (items, earned, total); the pass rates need only these.
     model_config = ConfigDict(extra="ignore")
 
     trajectory_id: str = Field(min_length=1)
@@ -41,7 +41,7 @@ class GradedAttempt(BaseModel):
     @field_validator("trajectory_id", "task_id", mode="before")
     @classmethod
     def _writable(cls, value: object) -> object:
-        # The spelling `rubric grade` writes, so the id validates and calibration.json encodes as UTF-8.
+        # The spelling `rubric grade` writes, so the id validates and pass_rates.json encodes as UTF-8.
         return escape_surrogates(value) if isinstance(value, str) else value
 
     @property

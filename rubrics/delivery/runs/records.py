@@ -1,7 +1,7 @@
 """One line of `rubric tasks run` output: how one attempt fared against its task's hidden tests.
 
-The line carries what `rubric calibrate` reads (trajectory_id, task_id, score, complete), so the
-file feeds calibration directly, and what a person needs to see why: statuses, timings, log tail.
+The line carries what `rubric pass-rates` reads (trajectory_id, task_id, score, complete), so the
+file feeds the pass rates directly, and what a person needs to see why: statuses, timings, log tail.
 """
 from __future__ import annotations
 

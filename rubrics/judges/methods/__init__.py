@@ -1,8 +1,10 @@
 """The judge methods, by name: one file each, one line here.
 
 The registry feeds the rubric's `method:` field (and so its JSON Schema), `rubric judge-eval --method`, the
-embedded judge and the OpenAI-compatible judge. Adding a method: write its file (a JudgeMethod subclass), add it
-to METHOD_CLASSES, and test it.
+embedded judge and the OpenAI-compatible judge. Adding a method: write its file (a JudgeMethod subclass with its
+own layout_version), add it to METHOD_CLASSES, record its prompts' fingerprint in
+tests/rubrics/test_calibration_file.py, and test it. Its calibration and head files bind to its version alone, so
+adding it (or changing it later) refuses no other method's files.
 """
 from __future__ import annotations
 

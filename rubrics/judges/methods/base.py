@@ -67,9 +67,17 @@ class ScoredPrompt:
 
 
 class JudgeMethod:
-    """Base of every method. Subclasses set name and over_http and write prompts() and raw_score()."""
+    """Base of every method. Subclasses set name, layout_version and over_http and write prompts() and
+    raw_score()."""
 
     name: ClassVar[str]
+    # The version of this method's prompts: its instructions, item segment, lead-in, answers and baselines, and the
+    # shared segments (rubrics/judges/prompt/prompts.py) as it uses them. Fitted files (calibrations, heads:
+    # rubrics/judges/fitted_file.py) record it and are refused once it changes, so fitted numbers are never applied
+    # to prompts they were not fitted on. Each method declares its own, so editing one method's prompts bumps only
+    # its version and refuses only the files fitted for it. tests/rubrics/test_calibration_file.py pins each
+    # method's version to a fingerprint of its prompts.
+    layout_version: ClassVar[str]
     # True when a chat-completions server can run it: one prompt, no assistant lead-in, and single-token answers
     # that its top log-probabilities show.
     over_http: ClassVar[bool] = False
@@ -77,6 +85,16 @@ class JudgeMethod:
     # A method knows no model: raw scores are calibrated per model (rubrics/judges/judge_models.py ships each
     # catalog model's fits), so a method alone is uncalibrated.
     default_calibration: ClassVar[Calibration] = IDENTITY
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # A class that names a method says which prompts its fitted files are for: one inherited from its parent
+        # would let the subclass's own prompts pass for the parent's (likelihood builds on statement, yet its
+        # files are its own).
+        if "name" in cls.__dict__ and "layout_version" not in cls.__dict__:
+            raise TypeError(f"judge method {cls.__dict__['name']!r} ({cls.__qualname__}) declares no layout_version "
+                            "of its own: the version of its prompts that calibration and head files record "
+                            "(e.g. layout_version = \"2026-11-30.1\"; bump it whenever its prompts change)")
 
     def __init__(self, calibration: Calibration | None = None):
         self.calibration = calibration or self.default_calibration

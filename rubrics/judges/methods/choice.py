@@ -51,6 +51,7 @@ def item_pieces(item: JudgeItem, question: str) -> tuple[Piece, ...]:
 
 class ChoiceMethod(JudgeMethod):
     name = "choice"
+    layout_version = "2026-11-30.1"
     over_http = True
     description = "choice: compare yes/no token probabilities"
 

@@ -20,6 +20,8 @@ from rubrics.judges.protocol import JudgeItem
 
 class HeadMethod(JudgeMethod):
     name = "head"
+    # its prompt is the choice method's: bump it with choice's, and when what the head reads changes
+    layout_version = "2026-11-30.1"
     description = "head: a verdict head trained on labels, over the model's hidden state (rubric judge-train)"
 
     def __init__(self, calibration: Calibration | None = None, head: Any = None):

@@ -19,6 +19,8 @@ from rubrics.judges.protocol import JudgeItem
 
 class LikelihoodMethod(StatementMethod):
     name = "likelihood"
+    # its own, though its prompts are statement's: bump it with statement's, and when its baseline changes
+    layout_version = "2026-11-30.1"
     description = "likelihood: PMI of the item written as a statement, evidence vs content-free evidence"
 
     def prompts(self, item: JudgeItem) -> list[PromptSpec]:

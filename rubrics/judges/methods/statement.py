@@ -70,6 +70,7 @@ def statement_spec(item: JudgeItem, *, content_free: bool = False) -> PromptSpec
 
 class StatementMethod(JudgeMethod):
     name = "statement"
+    layout_version = "2026-11-30.1"
     description = "statement: log-probability per token of the item written as a statement, after the evidence"
 
     def prompts(self, item: JudgeItem) -> list[PromptSpec]:

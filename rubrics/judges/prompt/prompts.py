@@ -23,11 +23,11 @@ from typing import Any
 
 from rubrics.judges.protocol import JudgeContext, PairContext
 
-# The prompt layout's version, recorded in calibration files (rubrics/judges/calibration_file.py): a calibration
-# maps the raw scores of these exact prompts. Change it whenever the prompts a judge sends change: the segments
-# here, a method's instructions, item segment, answer cue or choices (rubrics/judges/methods/), the chat
-# template's use (prompt_ids.py). Files made under another version are then refused instead of silently
-# miscalibrating. tests/rubrics/test_calibration_file.py pins a fingerprint of the prompts to this version.
+# The prompt layout's version when it was one for every method. Each method now declares its own
+# (JudgeMethod.layout_version, rubrics/judges/methods/), which fitted files record (rubrics/judges/fitted_file.py),
+# so that changing one method's prompts refuses only the files fitted for it; a change to the shared segments here
+# changes every method's prompts, so every method bumps its own. Nothing in the package reads this constant any
+# more; it stays for code that imports it (it is every built-in method's first per-method version).
 PROMPT_LAYOUT_VERSION = "2026-11-30.1"
 
 # What stands in for every evidence block in a content-free prompt (a method's baseline).

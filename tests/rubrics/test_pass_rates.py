@@ -13,7 +13,7 @@ from rubrics.delivery.pass_rates.estimators import pass_at_k, pass_hat_k
 from rubrics.delivery.pass_rates.label_tasks import label_for, label_tasks
 from rubrics.delivery.runs.graded_results import read_results
 
-SCHEMA = json.loads((Path(__file__).resolve().parents[2] / "schemas" / "calibration.schema.json").read_text())
+SCHEMA = json.loads((Path(__file__).resolve().parents[2] / "schemas" / "pass_rates.schema.json").read_text())
 
 
 def closed_form_pass_at_k(n, c, k):

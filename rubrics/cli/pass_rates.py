@@ -1,22 +1,28 @@
-"""`rubric calibrate DIR --results RESULTS.jsonl`: per-task pass rates, pass@k, labels and flags."""
+"""`rubric pass-rates DIR --results RESULTS.jsonl`: per-task pass rates, pass@k, labels and flags.
+
+`rubric calibrate` is its old name (kept working by rubrics/cli/main.py's RENAMED_COMMANDS): "calibration" is the
+judge's word for its probability fit, so the delivery says "pass rates" for how often a model solves each task.
+"""
 from __future__ import annotations
+
+COMMAND = "pass-rates"
+HELP = "label tasks keep/drop/inspect from graded attempts"
+DESCRIPTION = ("Read graded attempts (the output of `rubric grade --format jsonl`) and, per task of DIR, "
+               "report attempts, successes, pass rate, score mean and spread, pass@1, pass@k and pass^k, "
+               "and the label: inspect at 0%, drop at 100%, keep in between. Flags flaky tasks (one "
+               "attempt graded twice differently, or a failing reference run: a trajectory id ending in "
+               "'reference') and tasks with fewer attempts than asked. Writes pass_rates.json.")
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "calibrate", help="label tasks keep/drop/inspect from graded attempts",
-        description="Read graded attempts (the output of `rubric grade --format jsonl`) and, per task of DIR, "
-                    "report attempts, successes, pass rate, score mean and spread, pass@1, pass@k and pass^k, "
-                    "and the label: inspect at 0%, drop at 100%, keep in between. Flags flaky tasks (one "
-                    "attempt graded twice differently, or a failing reference run: a trajectory id ending in "
-                    "'reference') and tasks with fewer attempts than asked. Writes calibration.json.")
+    parser = subparsers.add_parser(COMMAND, help=HELP, description=DESCRIPTION)
     parser.add_argument("dir", metavar="DIR")
     parser.add_argument("--results", required=True, metavar="RESULTS.jsonl")
     parser.add_argument("--attempts", type=int, default=16, help="attempts asked per task (default 16)")
     parser.add_argument("--pass-threshold", type=float, default=1.0,
                         help="an attempt succeeds when its score is at least this (default 1.0)")
     parser.add_argument("--k", type=int, default=None, help="k of pass@k and pass^k (default: attempts // 2)")
-    parser.add_argument("--output", "-o", default=None, help="where to write the JSON (default DIR/calibration.json)")
+    parser.add_argument("--output", "-o", default=None, help="where to write the JSON (default DIR/pass_rates.json)")
     parser.add_argument("--format", choices=("table", "json"), default="table", help="what to print (default table)")
     parser.set_defaults(handler=run)
 
