@@ -50,7 +50,7 @@ class CountingJudge:
 
 
 def fresh_judge(concurrent_calls: int | None = None) -> CountingJudge:
-    from rubrics.judges.embedded import EmbeddedJudge
+    from rubrics.judges.backends.embedded import EmbeddedJudge
 
     judge = EmbeddedJudge()
     judge.builder   # loads the engine, weights and tokenizer before the clock starts

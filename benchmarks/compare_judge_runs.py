@@ -20,14 +20,14 @@ from judge_quality import line_of, load_labelled  # noqa: E402
 
 
 def judged_from(raw: dict[str, float | None], labels: list) -> list:
-    from rubrics.judge_eval.metrics import Judged
+    from rubrics.trust.metrics import Judged
 
     keyed = ((label, f"{label.domain}:{line_of(label.source)}") for label in labels)
     return [Judged(label, raw[key], None) for label, key in keyed if key in raw]
 
 
 def describe(name: str, judged: list) -> str:
-    from rubrics.judge_eval import metrics
+    from rubrics.trust import metrics
 
     summary = metrics.summary(judged)
     clear, hard = summary["by_difficulty"]["clear"], summary["by_difficulty"]["hard"]

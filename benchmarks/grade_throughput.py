@@ -60,7 +60,7 @@ def engine_run(folder: Path, method: str, threads: int) -> tuple[float, float, i
     import torch
 
     import rubrics
-    from rubrics.judges.embedded import EmbeddedJudge
+    from rubrics.judges.backends.embedded import EmbeddedJudge
 
     torch.set_num_threads(threads)
     started = time.perf_counter()
@@ -81,7 +81,7 @@ def panel_comparison(folder: Path, methods: list[str], threads: int, rounds: int
     import torch
 
     import rubrics
-    from rubrics.judges.embedded import EmbeddedJudge
+    from rubrics.judges.backends.embedded import EmbeddedJudge
     from rubrics.judges.panel.judge import PanelJudge, PanelMember
 
     torch.set_num_threads(threads)

@@ -14,7 +14,7 @@ fixed split (examples/labels/split.yaml, the default):
   the headline figure;
 - train, one domain out: over the training domains, each one's calibration fitted on the other training domains;
 - held-out domains, as shipped: the same held-out labels under the calibration shipped for the model
-  (rubrics/judges/calibrations/; identity outside the catalog), and under identity (raw scores).
+  (rubrics/judges/fitted/calibrations/; identity outside the catalog), and under identity (raw scores).
 With --split none, the older report: each domain left out in turn over every domain, and in-sample.
 --held-out-only: only the held-out domains are judged (a quarter of the labels), under the model's shipped
 calibration, which was fitted on training domains only (the nine first); nothing is fitted.
@@ -51,6 +51,11 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 LABELS = REPO / "examples" / "labels"
 
+# the fits, the heads and the shipped files are the trust lifecycle's: this script judges, reports and asks for them
+from rubrics.trust.lifecycle import (line_of, method_report, raw_probabilities,  # noqa: E402
+                                     record_shipped_quality, shipped_calibrations, write_shipped_calibration,
+                                     write_shipped_head)
+
 
 def peak_rss_gib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20   # Linux reports KiB
@@ -71,7 +76,7 @@ def labelled_sets(domains=None, variant: str | None = None) -> list[tuple[Path, 
 
 
 def load_labelled(domains=None) -> list[tuple[list, object]]:
-    from rubrics import judge_eval as je
+    from rubrics import trust as je
     from rubrics.rubric.load import load_rubric
 
     return [(je.load_labels(labels), load_rubric(rubric)) for labels, rubric in labelled_sets(domains)]
@@ -100,7 +105,7 @@ class Calibrated:
     def judge(self, requests):
         from dataclasses import replace
 
-        from rubrics.judges.logistic import logit
+        from rubrics.judges.fitted.logistic import logit
 
         out = []
         for request, verdict in zip(requests, self.inner.judge(requests)):
@@ -115,16 +120,16 @@ def judge_all(method: str, llm, model: str | None, cache_path: str | None, domai
               variant: str | None = None, mode: str | None = None, comparisons: int | None = None,
               calibration=None) -> list:
     """Every label of those domains judged. comparisons: each domain's labelled trajectories graded as one group of
-    attempts (rubrics.score_group), under `calibration` (the judgments then carry it: summarise them with none)."""
-    from rubrics import judge_eval as je
-    from rubrics.judges.embedded import EmbeddedJudge
+    attempts (rubrics.score_group), under `calibration` (the judgments then carry it: report them with none)."""
+    from rubrics import trust as je
+    from rubrics.judges.backends.embedded import EmbeddedJudge
     from rubrics.judges.methods import IDENTITY
     from rubrics.rubric.load import load_rubric
 
     judge = EmbeddedJudge(model, method=method, calibrations={method: IDENTITY}, llm=llm)
     if cache_path:   # a rerun (a changed table, another figure) reads the verdicts back instead of judging again
-        from rubrics.judges.cached import CachedJudge
-        from rubrics.judges.verdict_cache import VerdictCache
+        from rubrics.judges.cache.cached import CachedJudge
+        from rubrics.judges.cache.verdict_cache import VerdictCache
 
         judge = CachedJudge(judge, VerdictCache(cache_path))
     if calibration is not None:
@@ -140,51 +145,6 @@ def judge_all(method: str, llm, model: str | None, cache_path: str | None, domai
     return judged
 
 
-def summarise(method: str, judged: list, split, shipped: dict, held_out_only: bool = False) -> dict:
-    """shipped: the model's shipped calibrations {method: Calibration} (none outside the catalog). held_out_only:
-    only the held-out domains were judged, so nothing is fitted: their figures under the shipped calibration."""
-    from rubrics import judge_eval as je
-    from rubrics.judges.methods import IDENTITY
-
-    calibration = shipped.get(method, IDENTITY)
-    if held_out_only:
-        return {"held_out_as_shipped": je.summary_with_domains(je.recalibrated(judged, calibration)),
-                "raw": raw_probabilities(judged)}
-    if split is None:
-        report = je.domain_report(method, judged)
-        report["as_shipped"] = je.summary(je.recalibrated(judged, calibration))
-        return report
-    report = je.split_report(method, judged, split)
-    # beside the headline, the same held-out labels under the shipped calibration and under none: what a user of
-    # the catalog model gets on a new domain, and what the calibration is worth there
-    held = [j for j in judged if j.label.domain in split.held_out]
-    report["held_out_as_shipped"] = je.summary(je.recalibrated(held, calibration))
-    report["held_out_identity"] = je.summary(held)
-    return report
-
-
-def raw_probabilities(judged: list) -> dict[str, float | None]:
-    """Each label's uncalibrated probability by its source ("domain/labels.jsonl:LINE"): two runs on the same
-    labels (float32 and int8, say) compared label by label."""
-    return {f"{j.label.domain}:{line_of(j.label.source)}": j.probability for j in judged}
-
-
-def judge_identity(model: str | None, llm):
-    """The judge's model identity, its quantization included (an int8 judge is calibrated on its own)."""
-    from dataclasses import replace
-
-    from rubrics.judges.embedded import embedded_identity
-
-    return replace(embedded_identity(model, llm), quantization=llm.quantization or None)
-
-
-def shipped_calibrations(model: str | None, llm) -> dict:
-    from rubrics.judges.judge_models import shipped_calibration
-
-    shipped = shipped_calibration(judge_identity(model, llm))
-    return dict(shipped.calibrations) if shipped is not None else {}
-
-
 def cached_examples(labels_path: Path, rubric_path: Path, labelled: tuple, judge, layers, cache: Path | None):
     """One labelled set's head features, read back from the features cache when they were extracted before (a
     file per set, keyed by the judge model, the probe layers and the bytes of the labels, rubric and trajectories),
@@ -193,7 +153,7 @@ def cached_examples(labels_path: Path, rubric_path: Path, labelled: tuple, judge
 
     import torch
 
-    from rubrics.judge_eval import head_training as ht
+    from rubrics.trust import head_training as ht
 
     if cache is None:
         return ht.extract_examples([labelled], judge)
@@ -216,11 +176,6 @@ def cached_examples(labels_path: Path, rubric_path: Path, labelled: tuple, judge
     return examples, left_out
 
 
-def line_of(source: str) -> str:
-    """"labels.jsonl:12" -> "12"."""
-    return source.rsplit(":", 1)[-1]
-
-
 def sampled_trajectories(labels: list, per_domain: int, domain: str) -> list:
     """The labels of `per_domain` trajectories of a domain, drawn by a seed of the domain's name alone (never by a
     figure): a training sample for a model whose pass over every training label costs hours."""
@@ -238,11 +193,11 @@ def head_report(llm, model: str | None, split, cache: Path | None = None,
     method's report from the same pass; and the head trained on every training label it had."""
     import random
 
-    from rubrics import judge_eval as je
-    from rubrics.judge_eval import head_training as ht
-    from rubrics.judges.embedded import EmbeddedJudge
-    from rubrics.judges.logistic import sigmoid
-    from rubrics.judges.verdict_head import HeadProbe
+    from rubrics import trust as je
+    from rubrics.trust import head_training as ht
+    from rubrics.judges.backends.embedded import EmbeddedJudge
+    from rubrics.judges.fitted.logistic import sigmoid
+    from rubrics.judges.fitted.verdict_head import HeadProbe
 
     layers = ht.candidate_layers(llm.num_layers)
     judge = EmbeddedJudge(model, method="head", head=HeadProbe(layers), llm=llm)
@@ -279,7 +234,7 @@ def head_report(llm, model: str | None, split, cache: Path | None = None,
               "choice_raw": raw_probabilities(choice),
               "left_out": left_out, "train_trajectories_per_domain": train_trajectories,
               "labels_judged": len(examples) + len(left_out)}
-    return report, summarise("choice", choice, split, shipped_calibrations(model, llm)), head
+    return report, method_report("choice", choice, split, shipped_calibrations(model, llm)), head
 
 
 def blocks(report: dict) -> list[tuple[str, dict]]:
@@ -360,9 +315,9 @@ def main() -> None:
     import torch
 
     from judge_engine import LLM
-    from rubrics.judges.embedded import engine_defaults
-    from rubrics.judges.judge_models import default_judge_model
-    from rubrics import judge_eval as je
+    from rubrics.judges.backends.embedded import engine_defaults
+    from rubrics.judges.fitted.judge_models import default_judge_model
+    from rubrics import trust as je
     from rubrics.judges.methods import METHOD_NAMES
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -374,8 +329,8 @@ def main() -> None:
     parser.add_argument("--write-calibration", action="store_true",
                         help="write each method's fit (on the split's training domains; without the split, on every "
                              "domain) into the model's shipped calibration file "
-                             "(rubrics/judges/calibrations/<catalog name>.json, other methods' entries kept) and its "
-                             "held-out figures into rubrics/judges/calibrations/quality.json")
+                             "(rubrics/judges/fitted/calibrations/<catalog name>.json, other methods' entries kept) "
+                             "and its held-out figures into rubrics/judges/fitted/calibrations/quality.json")
     parser.add_argument("--quantization", choices=("int8", "int8-weights"),
                         help="judge with int8 linear maps; --write-calibration then writes the model's int8 "
                              "calibration file (<catalog name>.int8.json) and its figures under quantized.int8")
@@ -406,13 +361,13 @@ def main() -> None:
                              "1,950 training labels costs hours; the held-out domains are judged whole")
     parser.add_argument("--write-head", action="store_true",
                         help="with --head: write the head trained on every training label as the model's shipped "
-                             "head (rubrics/judges/heads/<catalog name>.json) and its held-out figures into "
-                             "rubrics/judges/calibrations/quality.json; ship it only where it beats the model's best "
-                             "zero-shot method there")
+                             "head (rubrics/judges/fitted/heads/<catalog name>.json) and its held-out figures into "
+                             "rubrics/judges/fitted/calibrations/quality.json; ship it only where it beats the model's "
+                             "best zero-shot method there")
     parser.add_argument("--record-quality", action="store_true",
                         help="write each zero-shot method's held-out figures under the model's shipped calibration "
                              "(what a user of the catalog model gets on a new domain) into "
-                             "rubrics/judges/calibrations/quality.json; no calibration is written")
+                             "rubrics/judges/fitted/calibrations/quality.json; no calibration is written")
     parser.add_argument("--group", type=int, metavar="K",
                         help="with --held-out-only: grade each held-out domain's labelled trajectories as one group "
                              "of attempts (rubrics.score_group, each attempt compared side by side with K others)")
@@ -485,8 +440,8 @@ def main() -> None:
             calibration = shipped.get(method, IDENTITY) if comparisons else None
             judged = judge_all(method, llm, model, args.verdict_cache, domains, variant, args.mode, comparisons,
                                calibration)
-            reports[method + way] = summarise(method, judged, split, {} if comparisons else shipped,
-                                              args.held_out_only)
+            reports[method + way] = method_report(method, judged, split, {} if comparisons else shipped,
+                                                  args.held_out_only)
             report_speed(reports[method + way], method + way, started, total)
             reports[method + way]["engine"] = engine_work(before, llm.stats())
     if args.head:
@@ -504,131 +459,11 @@ def main() -> None:
     if args.json:
         Path(args.json).write_text(json.dumps(reports, indent=1))
     if args.write_calibration:
-        write_calibration(model, llm, reports)
+        write_shipped_calibration(model, llm, reports)
     if args.write_head:
-        write_head(model, llm, head, reports)
+        write_shipped_head(model, llm, head, reports)
     if args.record_quality:
         record_shipped_quality(model, llm, reports)
-
-
-def catalog_identity(model: str, llm, otherwise: str):
-    """The judge's identity and its catalog name, for a writer of the catalog's files; a model outside the catalog
-    stops the run, saying what to do instead."""
-    from rubrics.judges.judge_models import catalog_name_of
-
-    identity = judge_identity(model, llm)
-    name = catalog_name_of(identity)
-    if name is None:
-        raise SystemExit(f"{model}: not a catalog model; {otherwise}")
-    return identity, name
-
-
-def existing_quality_table() -> dict:
-    """quality.json as it is: a head's or a recorded figure sits beside the zero-shot figures, never alone."""
-    from rubrics.judges.quality import QUALITY_FILE, quality_table
-
-    table = quality_table()
-    if not table:
-        raise SystemExit(f"{QUALITY_FILE}: missing; write the zero-shot figures first (--write-calibration)")
-    return table
-
-
-def write_calibration(model: str, llm, reports: dict[str, dict]) -> None:
-    """Each method's fit into the model's calibration file: on the training domains of the split (without the
-    split: on every label, in-sample); the headline held-out figures into quality.json. The head is not a
-    calibration: it is written by rubric judge-train."""
-    from rubrics.judges.calibration_file import CalibrationFile, load_calibration_file
-    from rubrics.judges.judge_models import DEFAULT_JUDGE_MODEL, shipped_calibration_path
-    from rubrics.judges.methods import Calibration
-    from rubrics.judges.quality import QUALITY_FILE, quality_table
-
-    identity, name = catalog_identity(model, llm, "fit its calibration with rubric judge-eval --fit-calibration")
-    reports = {method: r for method, r in reports.items() if method != "head"}
-    path = shipped_calibration_path(name, identity.quantization)
-    kept = dict(load_calibration_file(path).calibrations) if path.is_file() else {}
-
-    def fitted(method: str, report: dict) -> Calibration:
-        fit = (report["held_out"] if "held_out" in report else report["in_sample"])["fits"][method]
-        return Calibration(round(fit["scale"], 4), round(fit["offset"], 4))
-
-    fits = {method: fitted(method, r) for method, r in reports.items()}
-    CalibrationFile(identity, {**kept, **fits}).write(path)
-    table = quality_table() or {"default": DEFAULT_JUDGE_MODEL, "models": {}}
-    record_quality(table, name, identity.quantization, reports)
-    print(f"wrote {path} and {QUALITY_FILE}")
-
-
-def write_head(model: str, llm, head, reports: dict[str, dict]) -> None:
-    """The head on every training label into heads/<catalog name>[.<quantization>].json, and its held-out figures
-    beside the methods' in quality.json."""
-    from rubrics.judges.judge_models import shipped_head_path
-    from rubrics.judges.quality import QUALITY_FILE
-
-    identity, name = catalog_identity(model, llm, "train its head with rubric judge-train")
-    path = shipped_head_path(name, identity.quantization)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    head.write(path)
-    record_quality(existing_quality_table(), name, identity.quantization, {"head": reports["head"]})
-    print(f"wrote {path} and {QUALITY_FILE}")
-
-
-QUALITY_ABOUT = ("benchmarks/judge_quality.py --write-calibration, --write-head, --record-quality: balanced accuracy "
-                 "and the other figures per catalog model and method; measured_on says where (the held-out domains "
-                 "of the split, the calibration fitted on its training domains or, where calibration says so, the "
-                 "shipped one; or each of the nine first domains left out in turn)")
-
-
-def record_shipped_quality(model: str, llm, reports: dict[str, dict]) -> None:
-    """Each zero-shot method's held-out figures under the shipped calibration into quality.json, nothing else
-    written: for a model whose shipped calibration was fitted on training domains before the split's other
-    training domains were labelled, and whose pass over them all costs hours."""
-    from rubrics.judges.quality import QUALITY_FILE
-
-    identity, name = catalog_identity(model, llm, "its figures are not recorded")
-    shipped = {method: {"held_out_as_shipped": r["held_out_as_shipped"]} for method, r in reports.items()
-               if method != "head"}
-    record_quality(existing_quality_table(), name, identity.quantization, shipped)
-    print(f"wrote {QUALITY_FILE}")
-
-
-def record_quality(table: dict, name: str, quantization: str | None, reports: dict[str, dict]) -> None:
-    """The reports' headline figures into the model's entry of quality.json (an int8 model's beside its float32
-    ones), the entry's own headline being its default method's; then the file is written."""
-    from rubrics.judges.judge_models import JUDGE_MODELS
-    from rubrics.judges.quality import QUALITY_FILE
-
-    table["about"] = QUALITY_ABOUT
-    entry = table["models"].setdefault(name, {"methods": {}})
-    if quantization:   # the same model computing another way: its own figures, beside the float32 ones
-        entry = entry.setdefault("quantized", {}).setdefault(quantization, {"methods": {}})
-    for method, report in reports.items():
-        entry["methods"][method] = quality_entry(report)
-    best = JUDGE_MODELS[name].method
-    if best in entry["methods"]:
-        entry.update(method=best, **{k: entry["methods"][best][k] for k in
-                                     ("clear_balanced_accuracy", "hard_balanced_accuracy")})
-    QUALITY_FILE.write_text(json.dumps(table, indent=1) + "\n")
-
-
-def quality_entry(report: dict) -> dict:
-    """A method's headline figures as quality.json keeps them: on the split's held-out domains with the calibration
-    fitted on its training domains (or, from --record-quality, the shipped one), else each domain left out in turn."""
-    from rubrics.judges.quality import ON_THE_SPLIT
-
-    if "held_out" in report:
-        headline, where = report["held_out"], {"measured_on": ON_THE_SPLIT}
-    elif "held_out_as_shipped" in report:
-        headline, where = report["held_out_as_shipped"], {"measured_on": ON_THE_SPLIT, "calibration": "as shipped"}
-    else:
-        headline, where = report["leave_one_domain_out"], {"measured_on": "each domain left out in turn"}
-    held_out = headline["by_difficulty"]
-    return {**where,
-            "clear_balanced_accuracy": held_out["clear"]["balanced_accuracy"],
-            "hard_balanced_accuracy": held_out["hard"]["balanced_accuracy"],
-            "clear_auc": held_out["clear"]["auc"], "hard_auc": held_out["hard"]["auc"],
-            "clear_pairs_ranked": headline["clear_pairs_ranked"],
-            "near_misses_caught": headline.get("near_misses_caught"),
-            "brier": held_out["all"]["brier"]}
 
 
 if __name__ == "__main__":

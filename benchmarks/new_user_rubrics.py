@@ -108,13 +108,13 @@ def main(argv: list[str] | None = None) -> int:
                         help="keep the verdicts (and comparisons) in this sqlite file, so that a rerun reads them back")
     args = parser.parse_args(argv)
     from rubrics.grading.groups import DEFAULT_COMPARISONS
-    from rubrics.judges.embedded import EmbeddedJudge
+    from rubrics.judges.backends.embedded import EmbeddedJudge
 
     judge = EmbeddedJudge(model=args.model)
     model = judge.model
     if args.verdict_cache:
-        from rubrics.judges.cached import CachedJudge
-        from rubrics.judges.verdict_cache import VerdictCache
+        from rubrics.judges.cache.cached import CachedJudge
+        from rubrics.judges.cache.verdict_cache import VerdictCache
 
         judge = CachedJudge(judge, VerdictCache(args.verdict_cache))
     comparisons = None if args.group is None else args.group or DEFAULT_COMPARISONS

@@ -68,7 +68,7 @@ PROGRESS_EVERY = 48
 
 def figures(scored: list[tuple[bool, float]]) -> dict:
     """AUC, and at the threshold 0.5: balanced accuracy, F1 (positive = supported) and accuracy."""
-    from rubrics.judge_eval.metrics import agreement
+    from rubrics.trust.metrics import agreement
 
     a = agreement(scored, 0.5)
     tp = sum(1 for y, p in scored if y and p >= 0.5)
@@ -80,12 +80,12 @@ def figures(scored: list[tuple[bool, float]]) -> dict:
 
 
 def judge_model(model: str, claims: dict[str, dict], cache: str | None) -> dict:
-    from rubrics.judges.embedded import EmbeddedJudge
+    from rubrics.judges.backends.embedded import EmbeddedJudge
 
     judge = EmbeddedJudge(model)
     if cache:
-        from rubrics.judges.cached import CachedJudge
-        from rubrics.judges.verdict_cache import VerdictCache
+        from rubrics.judges.cache.cached import CachedJudge
+        from rubrics.judges.cache.verdict_cache import VerdictCache
 
         judge = CachedJudge(judge, VerdictCache(cache))
     requests = requests_of(claims)
@@ -128,7 +128,7 @@ def row(report: dict, subset: str) -> str:
 def main() -> None:
     import torch
 
-    from rubrics.judges.judge_models import JUDGE_MODELS
+    from rubrics.judges.fitted.judge_models import JUDGE_MODELS
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--data", required=True, type=Path, help="WiCE's dev.jsonl (claim level, oracle chunks)")

@@ -38,15 +38,15 @@ _EXPORTS = {
     "GroupPlace": ("rubrics.result", "GroupPlace"),
     "Calibration": ("rubrics.judges.methods", "Calibration"),
     "Verdict": ("rubrics.judges.protocol", "Verdict"),
-    "NoJudge": ("rubrics.judges.none", "NoJudge"),
+    "NoJudge": ("rubrics.judges.backends.none", "NoJudge"),
     "PanelJudge": ("rubrics.judges.panel.judge", "PanelJudge"),
     "PanelMember": ("rubrics.judges.panel.judge", "PanelMember"),
-    "CachedJudge": ("rubrics.judges.cached", "CachedJudge"),
-    "VerdictCache": ("rubrics.judges.verdict_cache", "VerdictCache"),
+    "CachedJudge": ("rubrics.judges.cache.cached", "CachedJudge"),
+    "VerdictCache": ("rubrics.judges.cache.verdict_cache", "VerdictCache"),
     "JudgeUsage": ("rubrics.judges.usage", "JudgeUsage"),
     "MissingExtraError": ("rubrics.judges.extras", "MissingExtraError"),
 }
-_JUDGES = {"EmbeddedJudge": "embedded", "OpenAIJudge": "openai"}
+_JUDGES = {"EmbeddedJudge": "backends.embedded", "OpenAIJudge": "backends.openai"}
 
 __all__ = sorted([*_EXPORTS, *_JUDGES])
 

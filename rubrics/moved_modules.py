@@ -18,6 +18,28 @@ MOVED = {
     "rubrics.judges.prompts": "rubrics.judges.prompt.prompts",
     # one generator writes every schema now, the delivery ones included
     "rubrics.delivery.schema_gen": "rubrics.schema_gen",
+    # the trust lifecycle is one package, above the judges
+    "rubrics.judge_eval": "rubrics.trust",
+    "rubrics.judge_eval.cross_validation": "rubrics.trust.cross_validation",
+    "rubrics.judge_eval.head_training": "rubrics.trust.head_training",
+    "rubrics.judge_eval.labels": "rubrics.trust.labels",
+    "rubrics.judge_eval.metrics": "rubrics.trust.metrics",
+    "rubrics.judge_eval.rendering": "rubrics.trust.rendering",
+    "rubrics.judge_eval.split": "rubrics.trust.split",
+    "rubrics.judges.quality": "rubrics.trust.quality",
+    "rubrics.view.judge_eval_export": "rubrics.trust.export",
+    # the judges, regrouped: fitted files, backends, the verdict cache
+    "rubrics.judges.fitted_file": "rubrics.judges.fitted.fitted_file",
+    "rubrics.judges.calibration_file": "rubrics.judges.fitted.calibration_file",
+    "rubrics.judges.verdict_head": "rubrics.judges.fitted.verdict_head",
+    "rubrics.judges.logistic": "rubrics.judges.fitted.logistic",
+    "rubrics.judges.judge_models": "rubrics.judges.fitted.judge_models",
+    "rubrics.judges.embedded": "rubrics.judges.backends.embedded",
+    "rubrics.judges.openai": "rubrics.judges.backends.openai",
+    "rubrics.judges.openai_http": "rubrics.judges.backends.openai_http",
+    "rubrics.judges.none": "rubrics.judges.backends.none",
+    "rubrics.judges.verdict_cache": "rubrics.judges.cache.verdict_cache",
+    "rubrics.judges.cached": "rubrics.judges.cache.cached",
 }
 
 
@@ -47,5 +69,7 @@ class _MovedFinder(importlib.abc.MetaPathFinder):
 
 
 def install() -> None:
+    # first: a moved package's old name (rubrics.judge_eval) is the new package, whose folder the path finder would
+    # otherwise search for the old name's submodules and load them a second time, as other modules
     if not any(isinstance(finder, _MovedFinder) for finder in sys.meta_path):
-        sys.meta_path.append(_MovedFinder())
+        sys.meta_path.insert(0, _MovedFinder())

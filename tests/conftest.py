@@ -19,7 +19,7 @@ os.environ.setdefault("JUDGE_ENGINE_CACHE", str(rubrics_cache_dir()))
 os.environ.setdefault("RUBRICS_JUDGE_MODEL", "smollm2-135m-instruct")
 # A calibration or head shipped with the package that its judge refuses (a method's prompts changed since it was
 # fitted) fails the test that builds the judge, instead of the judge running uncalibrated with a warning
-# (rubrics/judges/fitted_file.py); CLI subprocesses inherit it.
+# (rubrics/judges/fitted/fitted_file.py); CLI subprocesses inherit it.
 os.environ.setdefault("RUBRICS_STRICT_FITTED_FILES", "1")
 
 try:   # no property test is timed: on a loaded machine hypothesis' 200 ms deadline fails tests that are right

@@ -23,7 +23,7 @@ PACKAGES = ("rubrics", "judge_engine")
 FLOORS = (
     ("rubrics.cli",),
     ("rubrics.view",),
-    ("rubrics.judge_eval", "rubrics.integrations", "rubrics.schema_gen"),
+    ("rubrics.trust", "rubrics.integrations", "rubrics.schema_gen"),
     ("rubrics.grading", "rubrics.delivery", "rubrics.healthbench"),
     ("rubrics.rubric",),
     ("rubrics", "rubrics.result", "rubrics.checks"),

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
-    from rubrics.judges.judge_models import DEFAULT_JUDGE_MODEL
+    from rubrics.judges.fitted.judge_models import DEFAULT_JUDGE_MODEL
 
     out = tmp_path_factory.mktemp("default-judge") / "results.json"
     env = {key: value for key, value in os.environ.items() if key != "RUBRICS_JUDGE_MODEL"}

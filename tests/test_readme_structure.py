@@ -260,7 +260,7 @@ def test_the_front_page_judge_table_is_the_guides_measured_table():
     front = table_rows(trust)
     guide = table_rows(sections(text(GUIDE / "judges.md"))["How good is the embedded judge?"])
     assert front == guide
-    from rubrics.judges.judge_models import JUDGE_MODELS
+    from rubrics.judges.fitted.judge_models import JUDGE_MODELS
 
     for model in JUDGE_MODELS.values():   # every catalog model is in the table with the method it runs by default
         cells = [[cell.replace("*", "").strip() for cell in row.split("|")] for row in front]

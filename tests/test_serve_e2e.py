@@ -160,9 +160,9 @@ def test_the_choice_method_over_http_is_calibrated_and_says_met_as_well_as_unmet
     import torch
 
     import rubrics
-    from rubrics.judges.calibration_file import ModelIdentity
-    from rubrics.judges.judge_models import shipped_calibration
-    from rubrics.judges.logistic import logit
+    from rubrics.judges.fitted.calibration_file import ModelIdentity
+    from rubrics.judges.fitted.judge_models import shipped_calibration
+    from rubrics.judges.fitted.logistic import logit
 
     CALIBRATION = shipped_calibration(ModelIdentity(SERVED)).calibrations["choice"]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 
-from rubrics.judges.calibration_file import QUANTIZATIONS
+from rubrics.judges.fitted.calibration_file import QUANTIZATIONS
 from rubrics.judges.methods import METHOD_NAMES
 
 JUDGES = ("embedded", "openai", "panel", "none")
@@ -152,7 +152,7 @@ def make_judge(args, plan=None):
 
 def check_calibrated_methods(args, judge, plan) -> None:
     """A calibration file with an entry for none of the methods the rubric's judge items use is refused."""
-    from rubrics.judges.calibration_file import CalibrationFileError
+    from rubrics.judges.fitted.calibration_file import CalibrationFileError
     from rubrics.judges.methods import method_name_for
 
     loaded = getattr(judge, "calibration_file", None)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 
-from rubrics.judges.calibration_file import QUANTIZATIONS
+from rubrics.judges.fitted.calibration_file import QUANTIZATIONS
 from rubrics.judges.methods import METHOD_NAMES
 
 
@@ -81,23 +81,8 @@ def make_judge(args, *, raw: bool):
     return build_judge(spec)
 
 
-def judge_all(args, judge) -> tuple[list, list[str]]:
-    from rubrics import judge_eval as je
-    from rubrics.rubric.load import load_rubric
-
-    if args.no_examples:
-        judge = je.ExamplesRemoved(judge)
-    judged, skipped = [], []
-    for index, labels_path in enumerate(args.labels):
-        rubric = load_rubric(args.rubric[min(index, len(args.rubric) - 1)])
-        part, part_skipped = je.judge_labels(je.load_labels(labels_path), rubric, judge)
-        judged += part
-        skipped += part_skipped
-    return judged, skipped
-
-
 def run(args) -> int:
-    from rubrics import judge_eval as je
+    from rubrics.trust import LabelsError, lifecycle, panel_report, render
 
     if len(args.rubric) not in (1, len(args.labels)):
         args.parser.error("give --rubric once, or once per labels file")
@@ -115,93 +100,54 @@ def run(args) -> int:
     judge = make_judge(args, raw=bool(fitting))   # fits work on the method's raw scores
     recorder = None
     if args.json_out:
-        from rubrics.view.judge_eval_export import VerdictRecorder
-
-        judge = recorder = VerdictRecorder(judge)   # keeps what each verdict read, for the file's label rows
+        judge = recorder = lifecycle.VerdictRecorder(judge)   # keeps what each verdict read, for the label rows
     try:
-        judged, skipped = judge_all(args, judge)
-    except (je.LabelsError, OSError) as exc:
+        judged, skipped = lifecycle.judge_label_files(args.labels, args.rubric, judge, args.no_examples)
+    except (LabelsError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     for line in skipped:
         print(f"warning: {line}", file=sys.stderr)
     output = {"judge": getattr(judge, "name", "?"), "labels": len(judged)}
-    panel = je.panel_report(judged)
+    panel = panel_report(judged)
     if panel is not None:
         output["panel"] = panel
-    if args.cross_validate:
+    if fitting:
         try:
-            output["cross_validation"] = je.domain_report(args.method, judged)
+            judged, figures, fit = lifecycle.fit_judged(judged, args.method, cross_validate=bool(args.cross_validate))
         except ValueError as exc:
+            if not args.cross_validate:
+                raise
             print(f"error: {exc}", file=sys.stderr)
             return 1
-        judged = je.as_shipped(judged, args.method)   # the per-item report below shows the judge as it ships
-        output["as_shipped"] = je.summary(judged)
-    elif args.fit_calibration:
-        judged, fit = je.calibrate(judged)
-        fits = {args.method: fit}
-        output["calibration"] = {args.method: {"scale": fit.scale, "offset": fit.offset}}
-        if args.write:
+        output.update(figures)
+        if args.write and fit is not None:   # the in-sample fit; cross-validation writes none
             try:
-                output["calibration_file"] = write_calibration(args.write, judge, fits)
+                output["calibration_file"] = lifecycle.write_calibration(args.write, judge, {args.method: fit})
                 print(f"wrote the {args.method} calibration to {args.write}", file=sys.stderr)
             except (ValueError, OSError) as exc:
                 print(f"error: {args.write}: {exc}", file=sys.stderr)
                 return 1
-    report = je.evaluate(judged)
-    output["report"] = je.report_dict(report)
-    if args.fit_thresholds:
-        fitted = je.fit_thresholds(judged)
-        output["fitted_thresholds"] = fitted
-        output["report_with_fitted_thresholds"] = je.report_dict(je.evaluate(judged, fitted))
-        output["leave_one_trajectory_out"] = je.report_dict(je.cross_validated(judged))
+    figures, thresholds = lifecycle.report_judged(judged, args.fit_thresholds)
+    output.update(figures)
     stats = getattr(judge, "stats", None)
     if callable(stats):
         try:
             output["engine"] = {k: v for k, v in stats().items() if k in ENGINE_KEYS}
         except Exception:  # noqa: BLE001 - stats are informative only
             pass
-    if args.json_out and not write_label_rows(args.json_out, output, judged, report.thresholds, recorder):
-        return 1
+    if args.json_out:
+        try:
+            lifecycle.write_label_rows(args.json_out, output, judged, thresholds, recorder)
+        except (OSError, ValueError) as exc:
+            print(f"error: {args.json_out}: {exc}", file=sys.stderr)
+            return 1
     if args.format == "json":
         import json
         print(json.dumps(output, indent=2))
     else:
-        sys.stdout.write(je.render(output))
+        sys.stdout.write(render(output))
     return 0
-
-
-def write_label_rows(path: str, output: dict, judged: list, thresholds: dict, recorder) -> bool:
-    from rubrics.trajectory.json_text import dumps
-    from rubrics.view.judge_eval_export import export, label_rows
-
-    try:
-        with open(path, "w", encoding="utf-8") as out:
-            out.write(dumps(export(output, label_rows(judged, thresholds, recorder)), indent=2) + "\n")
-    except (OSError, ValueError) as exc:
-        print(f"error: {path}: {exc}", file=sys.stderr)
-        return False
-    return True
-
-
-def write_calibration(path: str, judge, fits: dict) -> str:
-    """Write the fits with the identity of the judge that produced the raw scores; returns the path. A valid file
-    already there for the same model and prompt layout keeps its entries for other methods; any other is
-    replaced."""
-    from rubrics.judges.calibration_file import CalibrationFile, CalibrationFileError, load_calibration_file
-
-    identity = judge.identity() if callable(getattr(judge, "identity", None)) else None
-    if identity is None:
-        raise ValueError(f"the judge {getattr(judge, 'name', judge)!r} does not say which model it runs")
-    entries = dict(fits)
-    try:
-        existing = load_calibration_file(path)
-        existing.check(identity)
-        entries = {**existing.calibrations, **fits}
-    except CalibrationFileError:   # none there, or one for another judge: replaced
-        pass
-    CalibrationFile(identity, entries).write(path)
-    return path
 
 
 ENGINE_KEYS = ("prompt_tokens", "computed_prompt_tokens", "cached_prompt_tokens", "prefix_cache_hit_rate")

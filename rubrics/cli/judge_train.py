@@ -2,7 +2,7 @@
 
 The embedded judge model reads every labelled judgment once (the choice prompt); a logistic regression on its
 hidden state at the answer position, with the choice raw score beside it, is fitted to the labels, its layer and
-weight decay chosen by cross-validation over folds of whole domains (rubrics/judge_eval/head_training.py). The head
+weight decay chosen by cross-validation over folds of whole domains (rubrics/trust/head_training.py). The head
 file records the model, the prompt layout, the layer and the training domains; `rubric grade --method head --head
 HEAD.json` judges with it.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 
-from rubrics.judges.calibration_file import QUANTIZATIONS
+from rubrics.judges.fitted.calibration_file import QUANTIZATIONS
 
 
 def register(subparsers) -> None:
@@ -35,45 +35,33 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    from rubrics import judge_eval as je
-    from rubrics.judge_eval import head_training as ht
-    from rubrics.judges.embedded import EmbeddedJudge
-    from rubrics.judges.verdict_head import HeadProbe
     from rubrics.rubric.load import load_rubric
+    from rubrics.trust import LabelsError, lifecycle, load_labels
 
     if len(args.rubric) not in (1, len(args.labels)):
         args.parser.error("give --rubric once, or once per labels file")
     try:
-        labelled = [(je.load_labels(path), load_rubric(args.rubric[min(i, len(args.rubric) - 1)]))
+        labelled = [(load_labels(path), load_rubric(args.rubric[min(i, len(args.rubric) - 1)]))
                     for i, path in enumerate(args.labels)]
-    except (je.LabelsError, OSError, ValueError) as exc:
+    except (LabelsError, OSError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    options = {"quantization": args.quantization} if args.quantization else {}
-    probe_judge = EmbeddedJudge(args.model, method="choice", **options)
-    depth = probe_judge.llm.num_layers
-    layers = tuple(sorted(set(args.layer))) if args.layer else ht.candidate_layers(depth)
-    bad = [n for n in layers if not 0 <= n <= depth]
-    if bad:
-        args.parser.error(f"--layer {bad[0]}: the model has layers 0 to {depth}")
-    judge = EmbeddedJudge(args.model, method="head", head=HeadProbe(layers), llm=probe_judge.llm, **options)
-    examples, left_out = ht.extract_examples(labelled, judge)
-    for line in left_out:
-        print(f"warning: left out {line}", file=sys.stderr)
     try:
-        selection = ht.select_and_fit(examples, layers)
+        trained = lifecycle.train_head(labelled, args.model, quantization=args.quantization, layers=args.layer,
+                                       warn=lambda line: print(f"warning: left out {line}", file=sys.stderr))
+    except lifecycle.LayerError as exc:
+        args.parser.error(str(exc))
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    head = ht.as_head(selection.fit, judge.identity(), examples)
+    head, selection = trained["head"], trained["selection"]
     head.write(args.out)
-    in_sample = ht.head_probabilities(selection.fit, examples, layers)
-    output = {"head": args.out, "judge": judge.name, "labels": len(examples), "left_out": len(left_out),
-              "layer": head.layer, "weight_decay": head.weight_decay, "training_domains": list(head.training_domains),
-              "folds": [list(f) for f in selection.folds],
+    output = {"head": args.out, "judge": trained["judge"].name, "labels": len(trained["examples"]),
+              "left_out": len(trained["left_out"]), "layer": head.layer, "weight_decay": head.weight_decay,
+              "training_domains": list(head.training_domains), "folds": [list(f) for f in selection.folds],
               "cross_validated_log_loss": {f"layer {layer}, weight decay {decay:g}": round(loss, 6)
                                            for (layer, decay), loss in selection.cross_validated.items()},
-              "in_sample": je.summary([je.Judged(e.label, p, None) for e, p in zip(examples, in_sample)])}
+              "in_sample": trained["in_sample"]}
     if args.format == "json":
         import json
         print(json.dumps(output, indent=2))

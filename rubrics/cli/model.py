@@ -30,8 +30,8 @@ def run_list(args) -> int:
 
     from judge_engine import catalog_models, model_is_pulled
 
-    from rubrics.judges.judge_models import JUDGE_MODELS, default_judge_model
-    from rubrics.judges.quality import measured_quality
+    from rubrics.judges.fitted.judge_models import JUDGE_MODELS, default_judge_model
+    from rubrics.trust.quality import measured_quality
     from rubrics.cache_dir import rubrics_cache_dir
 
     default = default_judge_model()
@@ -60,7 +60,7 @@ def run_list(args) -> int:
 
 def run_pull(args) -> int:
     from rubrics.judges.extras import explain_missing
-    from rubrics.judges.judge_models import default_judge_model
+    from rubrics.judges.fitted.judge_models import default_judge_model
     from rubrics.cache_dir import rubrics_cache_dir
 
     name = args.name or default_judge_model()

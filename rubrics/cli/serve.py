@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import sys
 
-from rubrics.judges.calibration_file import QUANTIZATIONS
+from rubrics.judges.fitted.calibration_file import QUANTIZATIONS
 
 API_KEY_VARIABLE = "RUBRICS_SERVE_API_KEY"
 # judge_engine.server.limits' defaults, repeated so that `rubric --help` needs no server extras
@@ -158,7 +158,7 @@ def engine_config(args):
 
 def served_model(args) -> str:
     """--model, else the default judge model."""
-    from rubrics.judges.judge_models import default_judge_model
+    from rubrics.judges.fitted.judge_models import default_judge_model
 
     return args.model or default_judge_model()
 

@@ -19,7 +19,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from rubrics.judges.logistic import logit, sigmoid
+from rubrics.judges.fitted.logistic import logit, sigmoid
 
 PRIOR_VARIANCE = 1.0      # of a strength around its attempt's pointwise logit
 PROBABILITY_FLOOR = 1e-4  # pointwise probabilities of exactly 0 or 1 (a parsed answer) as finite logits

@@ -5,7 +5,7 @@ The base owns what every such judge must do alike, so that one model, method and
 refusal and cache keys that say the same things:
 
 - the method for items that name none: the one asked, else the backend's default for the model (a catalog model's
-  own, rubrics/judges/judge_models.py), checked before any file the user named is read;
+  own, rubrics/judges/fitted/judge_models.py), checked before any file the user named is read;
 - the verdict head, for a backend that reads hidden states: the head file the user named, checked against the
   model, else the one shipped for a catalog model;
 - the calibrations: the calibration file the user named, checked against the model, its methods' prompt layouts
@@ -27,13 +27,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
-from rubrics.judges.calibration_file import CalibrationFile, ModelIdentity, judge_calibrations
+from rubrics.judges.fitted.calibration_file import CalibrationFile, ModelIdentity, judge_calibrations
 from rubrics.judges.comparison import COMPARISON_PROMPT_VERSION
-from rubrics.judges.judge_models import JUDGE_MODELS, JudgeModel, catalog_name_of, shipped_calibration, shipped_head, \
+from rubrics.judges.fitted.judge_models import JUDGE_MODELS, JudgeModel, catalog_name_of, shipped_calibration, shipped_head, \
     warn_uncalibrated
 from rubrics.judges.methods import Calibration, JudgeMethod, JudgeMethods
 from rubrics.judges.protocol import ComparisonRequest, JudgeItem, JudgeRequest
-from rubrics.judges.verdict_head import judge_head
+from rubrics.judges.fitted.verdict_head import judge_head
 
 
 @dataclass(frozen=True)
@@ -195,7 +195,7 @@ class JudgeBackend:
         """Each request's verdict-cache key: the judge's shared part (key_shared), the method, its calibration (and
         head), the threshold, and what the backend sends to score it (None: a request it cannot judge, or every
         request while no key can be made)."""
-        from rubrics.judges.verdict_cache import verdict_key
+        from rubrics.judges.cache.verdict_cache import verdict_key
 
         shared = self._shared_key()
         if shared is None:
@@ -207,7 +207,7 @@ class JudgeBackend:
     def comparison_keys(self, requests: Sequence[ComparisonRequest]) -> list[str | None]:
         """Each comparison's verdict-cache key: the judge's shared part, the comparison prompt's version, and what
         the backend sends to score it (None: a pair it cannot judge, or every pair while no key can be made)."""
-        from rubrics.judges.verdict_cache import verdict_key
+        from rubrics.judges.cache.verdict_cache import verdict_key
 
         shared = self._shared_key()
         if shared is None:

@@ -4,8 +4,8 @@ A JudgeSpec says which judge to build and with what; it is filled from a rubric'
 (`JudgeSpec.from_rubric`: what score() and ascore() build without a judge), from command-line flags over that
 section (`JudgeSpec.from_args`: `rubric grade`, `rubric judge-eval`), or from Python arguments (`JudgeSpec(...)`).
 
-    embedded   the in-process engine judge (rubrics.judges.embedded), the default
-    openai     a model on an OpenAI-compatible server (rubrics.judges.openai), at base_url
+    embedded   the in-process engine judge (rubrics.judges.backends.embedded), the default
+    openai     a model on an OpenAI-compatible server (rubrics.judges.backends.openai), at base_url
     panel      a PanelJudge of `members` (texts as rubrics.judges.panel.members reads them); every embedded member
                shares one embedded judge (model, calibration), so the panel's embedded members are one engine batch
     none       NoJudge: every judge item is reported as not evaluated
@@ -52,7 +52,7 @@ class JudgeSpec:
         """The judge a rubric's `judge:` section asks for: its panel when it has one, else the embedded judge;
         either with its `judge: {calibration: PATH}` (relative to the rubric file; loaded when the judge is
         built)."""
-        from rubrics.judges.calibration_file import rubric_calibration_path, rubric_file_path
+        from rubrics.judges.fitted.calibration_file import rubric_calibration_path, rubric_file_path
 
         panel = getattr(getattr(rubric, "judge", None), "panel", None)
         calibration = rubric_calibration_path(rubric)
@@ -75,7 +75,7 @@ class JudgeSpec:
         command with --no-cache, unless it is given. head: --head FILE, else the rubric's `judge: head` (relative to
         the rubric file). --model, --method, --quantization and --base-url as given.
         Raises ValueError (CalibrationFileError for a calibration file that cannot be read)."""
-        from rubrics.judges.calibration_file import load_calibration_file
+        from rubrics.judges.fitted.calibration_file import load_calibration_file
 
         def flag(name: str) -> Any:
             return getattr(args, name, None)
@@ -93,7 +93,7 @@ class JudgeSpec:
         calibration = load_calibration_file(path) if path else None
         cache = None
         if hasattr(args, "no_cache") and not args.no_cache:
-            from rubrics.judges.verdict_cache import VerdictCache
+            from rubrics.judges.cache.verdict_cache import VerdictCache
 
             cache = VerdictCache(flag("cache"))
         return cls(kind, model=flag("model"), method=flag("method"), quantization=flag("quantization"),
@@ -110,7 +110,7 @@ def build_judge(spec: JudgeSpec) -> Any:
     ValueError for a spec the judge refuses (a malformed base_url, an unknown panel member, a calibration file
     made for another model), OSError for a model that cannot be found."""
     if spec.kind == "none":
-        from rubrics.judges.none import NoJudge
+        from rubrics.judges.backends.none import NoJudge
 
         return NoJudge()
     if spec.kind == "panel":
@@ -134,12 +134,12 @@ def _keywords(spec: JudgeSpec, *names: str) -> dict[str, Any]:
 
 
 def _embedded(spec: JudgeSpec) -> Any:
-    """The embedded engine judge: its engine options default to rubrics.judges.embedded.engine_defaults (float32,
+    """The embedded engine judge: its engine options default to rubrics.judges.backends.embedded.engine_defaults (float32,
     the model in $RUBRICS_CACHE), its calibration to the model's shipped one."""
     from rubrics.judges.extras import explain_missing, import_judge_class, require_engine
 
     require_engine()
-    cls = import_judge_class("embedded", "EmbeddedJudge")
+    cls = import_judge_class("backends.embedded", "EmbeddedJudge")
     try:
         return cls(**_keywords(spec, "model", "method", "quantization"))
     except ImportError as exc:
@@ -153,7 +153,7 @@ def _openai(spec: JudgeSpec) -> Any:
     """A model on an OpenAI-compatible server; it reads its API key from the environment."""
     from rubrics.judges.extras import import_judge_class
 
-    cls = import_judge_class("openai", "OpenAIJudge")
+    cls = import_judge_class("backends.openai", "OpenAIJudge")
     return cls(base_url=spec.base_url, model=spec.model, **_keywords(spec, "method"))
 
 
@@ -208,6 +208,6 @@ def _may_get_key(spec: JudgeSpec, url: str) -> bool:
 def _cached(judge: Any, cache: Any) -> Any:
     if cache is None:
         return judge
-    from rubrics.judges.cached import CachedJudge
+    from rubrics.judges.cache.cached import CachedJudge
 
     return CachedJudge(judge, cache)

@@ -11,15 +11,14 @@ from typing import Any, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
-from rubrics.judge_eval.metrics import Agreement
 from rubrics.trajectory.json_text import loads
-from rubrics.view.judge_eval_export import LabelRow
+from rubrics.trust.lifecycle import Agreement, LabelRow
 
 BINS = 10
 
 
 def _agreement_fields() -> dict[str, Any]:
-    """The figures of rubrics.judge_eval's Agreement, as pydantic fields (a figure missing from an older file
+    """The figures of rubrics.trust's Agreement, as pydantic fields (a figure missing from an older file
     defaults as the dataclass says)."""
     hints = get_type_hints(Agreement)
     return {f.name: (hints[f.name], ... if f.default is MISSING else f.default) for f in fields(Agreement)}

@@ -14,7 +14,7 @@ import torch
 import rubrics
 from judge_models import CFO_RUBRIC, cfo_trajectory_paths, tiny_judge_model
 from rubrics.grading.batching import JudgeBatcher
-from rubrics.judges.embedded import EmbeddedJudge
+from rubrics.judges.backends.embedded import EmbeddedJudge
 
 torch.set_num_threads(min(2, torch.get_num_threads()))
 

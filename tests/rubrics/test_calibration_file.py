@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from judge_models import LABELS_DIR, REPO
-from rubrics.judges.calibration_file import CalibrationFile, CalibrationFileError, ModelIdentity, \
+from rubrics.judges.fitted.calibration_file import CalibrationFile, CalibrationFileError, ModelIdentity, \
     calibration_from_dict, load_calibration_file, rubric_calibration_path
 from rubrics.judges.methods import METHOD_CLASSES, Calibration
 
@@ -131,7 +131,7 @@ def test_the_rubric_path_is_relative_to_the_rubric_file(tmp_path):
 # ------------------------------------------------------------------------------- refusals, in the library
 
 def test_the_embedded_judge_takes_a_path_or_a_loaded_file(tmp_path):
-    from rubrics.judges.embedded import EmbeddedJudge
+    from rubrics.judges.backends.embedded import EmbeddedJudge
 
     path = write(tmp_path / "c.json", content())
     for given in (path, str(path), load_calibration_file(path)):
@@ -150,7 +150,7 @@ def test_the_embedded_judge_takes_a_path_or_a_loaded_file(tmp_path):
     ({"prompt_layout": "2020-01-01.1"}, "prompt_layout", STATEMENT_LAYOUT, "2020-01-01.1"),
 ])
 def test_a_file_for_another_model_or_layout_is_refused(tmp_path, changes, field, expected, found):
-    from rubrics.judges.embedded import EmbeddedJudge
+    from rubrics.judges.backends.embedded import EmbeddedJudge
 
     path = write(tmp_path / "c.json", content(**changes))
     with pytest.raises(CalibrationFileError) as error:
@@ -159,7 +159,7 @@ def test_a_file_for_another_model_or_layout_is_refused(tmp_path, changes, field,
 
 
 def test_a_judge_method_the_file_has_no_entry_for_is_refused(tmp_path):
-    from rubrics.judges.embedded import EmbeddedJudge
+    from rubrics.judges.backends.embedded import EmbeddedJudge
 
     path = write(tmp_path / "c.json", content())
     with pytest.raises(CalibrationFileError, match=r"calibrations: expected an entry for 'likelihood'.*found "
@@ -169,13 +169,13 @@ def test_a_judge_method_the_file_has_no_entry_for_is_refused(tmp_path):
 
 def test_a_file_for_the_embedded_default_fits_the_same_weights_loaded_from_their_gguf():
     from judge_engine.loading.weights import resolve_model_path
-    from rubrics.judges.embedded import embedded_identity
+    from rubrics.judges.backends.embedded import embedded_identity
 
     assert embedded_identity(None) == SMOL == embedded_identity(str(resolve_model_path(None)))
 
 
 def test_the_openai_judge_checks_the_served_models_name(tmp_path):
-    from rubrics.judges.openai import OpenAIJudge
+    from rubrics.judges.backends.openai import OpenAIJudge
 
     data = content(judge_model={"name": "Qwen/Qwen3-8B", "weights_sha256": None},
                    calibrations={"choice": {"scale": 1.1, "offset": 0.2}})
@@ -248,7 +248,7 @@ def test_judge_eval_write_needs_fit_calibration(tmp_path):
 
 
 def test_judge_eval_write_keeps_other_methods_of_the_same_judge(tmp_path):
-    from rubrics.cli.judge_eval import write_calibration
+    from rubrics.trust.lifecycle import write_calibration
 
     class Judge:
         def identity(self):
@@ -280,7 +280,7 @@ LAYOUT_FINGERPRINTS = {
 def layout_fingerprint(cls) -> str:
     from rubrics.judges.prompt.prompts import chat_messages
     from rubrics.judges.protocol import EvidenceBlock, JudgeContext, JudgeExample, JudgeItem
-    from rubrics.judges.verdict_head import HeadProbe
+    from rubrics.judges.fitted.verdict_head import HeadProbe
 
     context = JudgeContext("t", "Refund the order.", "Order total $97.49.",
                            (EvidenceBlock("final_answer", "Refunded $97.49."),))

@@ -100,11 +100,11 @@ def test_parts_must_be_two_or_more_non_empty_texts(parts, field):
 
 
 @pytest.mark.slow
-@pytest.mark.filterwarnings("ignore::rubrics.judges.judge_models.UncalibratedJudgeWarning")
+@pytest.mark.filterwarnings("ignore::rubrics.judges.fitted.judge_models.UncalibratedJudgeWarning")
 def test_the_embedded_judge_judges_each_part_as_it_would_judge_it_alone(tmp_path):
     """The real engine: each part's probability is what the same text gets as an item of its own, and the item's is
     the lowest of them."""
-    from rubrics.judges.embedded import EmbeddedJudge
+    from rubrics.judges.backends.embedded import EmbeddedJudge
 
     judge = EmbeddedJudge(model=str(tiny_judge_model(str(tmp_path / "model"))), method="choice")
     alone = yaml_text("""

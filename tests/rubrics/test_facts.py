@@ -13,7 +13,7 @@ from rubric_fakes import ScriptedJudge, trajectory, yaml_text
 import rubrics
 from judge_models import tiny_judge_model
 from rubrics.checks.facts import EvidenceText, compile_fact, match_facts
-from rubrics.judges.embedded import EmbeddedJudge
+from rubrics.judges.backends.embedded import EmbeddedJudge
 from rubrics.judges.protocol import Verdict
 from rubrics.rubric.load import RubricError, load_rubric
 

@@ -22,8 +22,8 @@ import rubrics
 from judge_models import tiny_judge_model
 from rubrics.grading.group_ranking import Preference, comparison_pairs, debiased_log_odds, reassigned, strengths
 from rubrics.grading.groups import GroupingWarning
-from rubrics.judges.embedded import EmbeddedJudge
-from rubrics.judges.logistic import logit, sigmoid
+from rubrics.judges.backends.embedded import EmbeddedJudge
+from rubrics.judges.fitted.logistic import logit, sigmoid
 from rubrics.judges.protocol import Verdict
 
 RUBRIC = yaml_text("""

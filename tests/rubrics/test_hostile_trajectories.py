@@ -259,7 +259,7 @@ def reject_constant(name: str):
     (b'{"trajectory": "a\xff.json", "item_id": "x", "met": true}', r"labels\.jsonl:2: column 18: invalid UTF-8"),
 ])
 def test_a_hostile_labels_line_is_a_labels_error_with_its_position(tmp_path, line, expected):
-    from rubrics.judge_eval import LabelsError, load_labels
+    from rubrics.trust import LabelsError, load_labels
 
     labels = tmp_path / "labels.jsonl"
     labels.write_bytes(b'{"trajectory": {"id": "a"}, "item_id": "x", "met": true}\n' + line + b"\n")

@@ -1,6 +1,6 @@
 """The judge's house: one base (rubrics/judges/backend.py) owns the method, the calibration and head lookup, the
 identity and the cache keys of every judge that scores prompts, the embedded and OpenAI-compatible judges and one a
-user writes; one fitted-file kind (rubrics/judges/fitted_file.py) with a layout version per method, so that a new
+user writes; one fitted-file kind (rubrics/judges/fitted/fitted_file.py) with a layout version per method, so that a new
 or changed method refuses only its own files; and a shipped file that is refused stops the judge at start-up under
 the tests ($RUBRICS_STRICT_FITTED_FILES, set by tests/conftest.py) and warns a user. No model is loaded."""
 from __future__ import annotations
@@ -11,17 +11,17 @@ import warnings
 import pytest
 
 from rubrics.judges.backend import FitRequest, JudgeBackend, KeyedRequest
-from rubrics.judges.calibration_file import CalibrationFile, CalibrationFileError, ModelIdentity, \
+from rubrics.judges.fitted.calibration_file import CalibrationFile, CalibrationFileError, ModelIdentity, \
     load_calibration_file
-from rubrics.judges.embedded import EmbeddedJudge
-from rubrics.judges.fitted_file import STRICT_ENV, ShippedFileError, ShippedFileWarning, strict_fitted_files
-from rubrics.judges.judge_models import CALIBRATIONS, HEADS, JUDGE_MODELS, UncalibratedJudgeWarning
+from rubrics.judges.backends.embedded import EmbeddedJudge
+from rubrics.judges.fitted.fitted_file import STRICT_ENV, ShippedFileError, ShippedFileWarning, strict_fitted_files
+from rubrics.judges.fitted.judge_models import CALIBRATIONS, HEADS, JUDGE_MODELS, UncalibratedJudgeWarning
 from rubrics.judges.methods import IDENTITY, METHOD_CLASSES, Calibration, JudgeMethod, PromptSpec, ScoredPrompt
 from rubrics.judges.methods.statement import StatementMethod
-from rubrics.judges.openai import OpenAIJudge
+from rubrics.judges.backends.openai import OpenAIJudge
 from rubrics.judges.prompt.prompts import Piece, untrusted
 from rubrics.judges.protocol import EvidenceBlock, JudgeContext, JudgeItem, JudgeRequest, Verdict
-from rubrics.judges.verdict_head import load_head
+from rubrics.judges.fitted.verdict_head import load_head
 
 SMOL = ModelIdentity("SmolLM2-135M-Instruct", "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53")
 SHIPPED = sorted(CALIBRATIONS.glob("*-instruct*.json")) + sorted(HEADS.glob("*.json"))

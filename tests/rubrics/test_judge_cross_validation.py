@@ -12,9 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from judge_models import REPO, copied_labels
-from rubrics import judge_eval as je
-from rubrics.judge_eval import metrics
-from rubrics.judges.logistic import fit_logistic, logit, sigmoid
+from rubrics import trust as je
+from rubrics.trust import metrics
+from rubrics.judges.fitted.logistic import fit_logistic, logit, sigmoid
 
 
 def made_up(domain: str, item: str, met: bool, raw: float, difficulty: str = "clear", number: int = 0) -> je.Judged:

@@ -10,8 +10,8 @@ import torch
 
 import rubrics
 from judge_models import CFO_RUBRIC, LABELS_DIR, cfo_trajectory_paths, tiny_judge_model
-from rubrics.judges.embedded import EmbeddedJudge
-from rubrics.judges.logistic import logit, sigmoid
+from rubrics.judges.backends.embedded import EmbeddedJudge
+from rubrics.judges.fitted.logistic import logit, sigmoid
 from rubrics.judges.methods import Calibration, ChoiceMethod, ScoredPrompt
 from rubrics.judges.protocol import EvidenceBlock
 from test_judge_prompts import INJECTION, request

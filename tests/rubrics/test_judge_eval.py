@@ -8,8 +8,8 @@ import pytest
 
 from judge_models import INVOICE_RUBRIC, LABELS_DIR
 from rubric_fakes import ScriptedJudge
-from rubrics import judge_eval as je
-from rubrics.judges.logistic import fit_logistic, logit, sigmoid
+from rubrics import trust as je
+from rubrics.judges.fitted.logistic import fit_logistic, logit, sigmoid
 from rubrics.judges.protocol import Verdict
 
 INVOICE_LABELS = LABELS_DIR / "invoice-fix" / "labels.jsonl"

@@ -10,9 +10,9 @@ from rubric_fakes import ScriptedJudge, always, trajectory, yaml_text
 
 import rubrics
 from rubrics.grading.dispatch import JudgeCall, group_by_judge, split_back
-from rubrics.judges.cached import CachedJudge
+from rubrics.judges.cache.cached import CachedJudge
 from rubrics.judges.factory import JudgeSpec, build_judge
-from rubrics.judges.none import NoJudge
+from rubrics.judges.backends.none import NoJudge
 from rubrics.judges.panel.judge import PanelJudge
 from rubrics.judges.protocol import Verdict
 from rubrics.rubric.load import load_rubric
@@ -67,7 +67,7 @@ def test_flags_over_the_rubric_and_what_they_refuse(tmp_path):
 
 
 def test_build_judge_builds_each_kind_and_a_panel_caches_every_member(tmp_path):
-    from rubrics.judges.verdict_cache import VerdictCache
+    from rubrics.judges.cache.verdict_cache import VerdictCache
 
     assert isinstance(build_judge(JudgeSpec("none")), NoJudge)
     with pytest.raises(ValueError, match="judge: expected one of embedded, openai, panel, none, got 'vibes'"):

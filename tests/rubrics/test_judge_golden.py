@@ -84,7 +84,7 @@ def _rubric_for(path: Path, mode: str | None, max_tokens: int = 12):
 
 def record_case(llm, rubric_path: str, trajectories: str, method: str, mode: str | None) -> dict:
     import rubrics
-    from rubrics.judges.embedded import EmbeddedJudge
+    from rubrics.judges.backends.embedded import EmbeddedJudge
     from rubrics.judges.methods import IDENTITY, Calibration
 
     recording = RecordingLLM(llm)
@@ -107,7 +107,7 @@ def record_case(llm, rubric_path: str, trajectories: str, method: str, mode: str
 def record_all() -> dict:
     from judge_engine import LLM
 
-    from rubrics.judges.embedded import engine_defaults
+    from rubrics.judges.backends.embedded import engine_defaults
 
     llm = LLM(**engine_defaults({}))   # the embedded model, as the judge runs it (float32); one engine, fixed order
     return {name: record_case(llm, *case) for name, *case in CASES}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rubrics.judges.logistic import sigmoid
+from rubrics.judges.fitted.logistic import sigmoid
 from rubrics.judges.methods import IDENTITY, Calibration, LikelihoodMethod, ScoredPrompt
 from rubrics.judges.methods import likelihood, statement
 from rubrics.judges.protocol import JudgeExample, JudgeItem

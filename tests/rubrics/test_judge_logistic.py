@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from rubrics.judges import logistic
+from rubrics.judges.fitted import logistic
 from rubrics.judges.methods import IDENTITY, Calibration
 
 

@@ -7,15 +7,15 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from rubrics.judges.embedded import EmbeddedJudge
-from rubrics.judges.judge_models import shipped_calibration
+from rubrics.judges.backends.embedded import EmbeddedJudge
+from rubrics.judges.fitted.judge_models import shipped_calibration
 from rubrics.judges.methods import DEFAULT_HTTP_METHOD, DEFAULT_METHOD, IDENTITY, METHOD_CLASSES, METHOD_NAMES, \
     REASONING_METHOD, Calibration, JudgeMethod, PromptSpec, ScoredPrompt, make_method, method_name_for
 from rubrics.judges.methods import choice
-from rubrics.judges.openai import OpenAIJudge
+from rubrics.judges.backends.openai import OpenAIJudge
 from rubrics.judges.prompt.prompts import Piece
 from rubrics.judges.protocol import EvidenceBlock, JudgeContext, JudgeItem, JudgeRequest
-from rubrics.judges.verdict_head import HeadProbe
+from rubrics.judges.fitted.verdict_head import HeadProbe
 from rubrics.rubric.spec import JudgeOptions
 
 PROBE = HeadProbe((1,))

@@ -9,9 +9,9 @@ import warnings
 import pytest
 from judge_models import REPO, tiny_judge_model
 
-from rubrics.judges.calibration_file import CalibrationFileError, ModelIdentity, load_calibration_file
-from rubrics.judges.embedded import EmbeddedJudge
-from rubrics.judges.judge_models import CALIBRATIONS, DEFAULT_JUDGE_MODEL, JUDGE_MODELS, UncalibratedJudgeWarning, \
+from rubrics.judges.fitted.calibration_file import CalibrationFileError, ModelIdentity, load_calibration_file
+from rubrics.judges.backends.embedded import EmbeddedJudge
+from rubrics.judges.fitted.judge_models import CALIBRATIONS, DEFAULT_JUDGE_MODEL, JUDGE_MODELS, UncalibratedJudgeWarning, \
     default_judge_model, shipped_head
 from rubrics.judges.methods import IDENTITY, METHOD_NAMES
 
@@ -130,7 +130,7 @@ def test_grade_method_sets_the_method_of_items_that_name_none(tmp_path):
 def test_an_int8_judge_is_another_judge_for_calibrations_and_the_verdict_cache(tmp_path):
     from judge_engine import LLM
 
-    from rubrics.judges.calibration_file import CalibrationFile
+    from rubrics.judges.fitted.calibration_file import CalibrationFile
     from rubrics.judges.methods import Calibration
     from rubrics.judges.protocol import EvidenceBlock, JudgeContext, JudgeItem, JudgeRequest
 

@@ -159,8 +159,8 @@ def test_durations_read_as_a_person_says_them():
 def tiny_judge(tmp_path_factory):
     from judge_models import tiny_judge_model
 
-    from rubrics.judges.embedded import EmbeddedJudge
-    from rubrics.judges.judge_models import UncalibratedJudgeWarning
+    from rubrics.judges.backends.embedded import EmbeddedJudge
+    from rubrics.judges.fitted.judge_models import UncalibratedJudgeWarning
 
     folder = tiny_judge_model(str(tmp_path_factory.mktemp("judge-model")))
     with warnings.catch_warnings():   # a random model has no calibration, and needs none here

@@ -12,7 +12,7 @@ import pytest
 from judge_models import CFO_RUBRIC, cfo_trajectory_paths, embedded_tokenizer
 from rubrics.rubric.compiler import compile_rubric
 from rubrics.judges.prompt import prompts
-from rubrics.judges.embedded import EmbeddedJudge, PlannedRequest
+from rubrics.judges.backends.embedded import EmbeddedJudge, PlannedRequest
 from rubrics.judges.methods import METHOD_CLASSES, ChoiceMethod, LikelihoodMethod, choice, statement
 from rubrics.judges.prompt.ids import BuiltPrompt, PromptBuilder, PromptError, PromptRequest
 from rubrics.judges.protocol import EvidenceBlock, JudgeContext, JudgeExample, JudgeItem, JudgeRequest

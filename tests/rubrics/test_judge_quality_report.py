@@ -1,14 +1,16 @@
-"""benchmarks/judge_quality.py's report on the fixed split: the headline (calibration fitted on the training
-domains) and, beside it, the same held-out labels under the shipped calibration and under none, never mixed with
+"""benchmarks/judge_quality.py's report on the fixed split (rubrics.trust.lifecycle.method_report): the headline
+(calibration fitted on the training domains) and, beside it, the same held-out labels under the shipped calibration and under none, never mixed with
 training labels. No model is loaded: the judgments are made up."""
 import importlib.util
 import random
 
 from rubric_fakes import REPO
 
-from rubrics.judge_eval.labels import Judged, Label
-from rubrics.judge_eval.split import LabelSplit
 from rubrics.judges.methods import Calibration
+from rubrics.trust.labels import Judged, Label
+from rubrics.trust.lifecycle import method_report
+from rubrics.trust.quality import quality_entry
+from rubrics.trust.split import LabelSplit
 
 SPLIT = LabelSplit(train=("alpha", "beta"), held_out=("gamma",))
 
@@ -36,7 +38,7 @@ def test_the_split_report_gives_the_held_out_labels_as_shipped_and_raw():
     module = benchmark()
     judged = judgments("alpha", 40, 1) + judgments("beta", 40, 2) + judgments("gamma", 24, 3)
     shipped = Calibration(scale=3.0, offset=-2.5)
-    report = module.summarise("choice", judged, SPLIT, {"choice": shipped})
+    report = method_report("choice", judged, SPLIT, {"choice": shipped})
     for block in ("held_out", "held_out_as_shipped", "held_out_identity"):
         assert report[block]["by_difficulty"]["all"]["n"] == 24, block   # held-out labels only
     # identity: every raw score is above 0.5, so every label is judged met and no near miss is caught
@@ -55,23 +57,23 @@ def test_the_split_report_gives_the_held_out_labels_as_shipped_and_raw():
 
 def test_a_held_out_only_report_is_the_shipped_calibration_alone():
     module = benchmark()
-    report = module.summarise("choice", judgments("gamma", 24, 3), SPLIT, {}, held_out_only=True)
+    report = method_report("choice", judgments("gamma", 24, 3), SPLIT, {}, held_out_only=True)
     assert [title for title, _ in module.blocks(report)] == ["held-out domains, as shipped"]
     assert len(report["raw"]) == 24
 
 
 def test_recorded_quality_says_the_figures_are_the_shipped_calibrations_on_the_held_out_domains():
-    from rubrics.judges.quality import ON_THE_SPLIT
+    from rubrics.trust.quality import ON_THE_SPLIT
 
     module = benchmark()
-    report = module.summarise("choice", judgments("gamma", 24, 3), SPLIT, {}, held_out_only=True)
-    entry = module.quality_entry(report)
+    report = method_report("choice", judgments("gamma", 24, 3), SPLIT, {}, held_out_only=True)
+    entry = quality_entry(report)
     assert entry["measured_on"] == ON_THE_SPLIT and entry["calibration"] == "as shipped"
     assert entry["clear_balanced_accuracy"] == report["held_out_as_shipped"]["by_difficulty"]["clear"][
         "balanced_accuracy"]
-    fitted = module.summarise("choice", judgments("alpha", 40, 1) + judgments("beta", 40, 2) + judgments("gamma", 24, 3),
+    fitted = method_report("choice", judgments("alpha", 40, 1) + judgments("beta", 40, 2) + judgments("gamma", 24, 3),
                               SPLIT, {})
-    assert "calibration" not in module.quality_entry(fitted)   # fitted on the training domains, as written
+    assert "calibration" not in quality_entry(fitted)   # fitted on the training domains, as written
 
 
 def test_two_runs_are_compared_on_their_shared_labels_from_raw_scores(tmp_path):

@@ -8,7 +8,7 @@ import torch
 import rubrics
 from judge_models import tiny_judge_model
 from rubrics.rubric.compiler import compile_rubric
-from rubrics.judges.embedded import EmbeddedJudge
+from rubrics.judges.backends.embedded import EmbeddedJudge
 from test_judge_prompts import request
 
 torch.set_num_threads(min(2, torch.get_num_threads()))

@@ -10,12 +10,12 @@ import torch
 
 import rubrics
 from judge_models import CFO_RUBRIC, cfo_items_asked, cfo_trajectory_paths, tiny_judge_model
-from rubrics.judges.cached import CachedJudge
-from rubrics.judges.embedded import EmbeddedJudge
+from rubrics.judges.cache.cached import CachedJudge
+from rubrics.judges.backends.embedded import EmbeddedJudge
 from rubrics.judges.methods import Calibration
 from rubrics.judges.panel.judge import PanelJudge, PanelMember
 from rubrics.judges.usage import total_usage
-from rubrics.judges.verdict_cache import VerdictCache
+from rubrics.judges.cache.verdict_cache import VerdictCache
 from rubrics.trajectory import load_trajectory
 
 torch.set_num_threads(min(2, torch.get_num_threads()))

@@ -11,7 +11,7 @@ import yaml
 
 from judge_models import LABELS_DIR, REPO
 from rubric_fakes import ScriptedJudge
-from rubrics import judge_eval as je
+from rubrics import trust as je
 from rubrics.judges.protocol import Verdict
 from rubrics.rubric.load import load_rubric
 

@@ -13,7 +13,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from judge_engine.server.background import BackgroundServer, free_port
-from rubrics.judges.openai_http import JudgeHTTPError, RetryPolicy, parse_retry_after, post_json
+from rubrics.judges.backends.openai_http import JudgeHTTPError, RetryPolicy, parse_retry_after, post_json
 
 FAST = RetryPolicy(max_retries=3, backoff_base_s=0.01, backoff_max_s=0.05)
 

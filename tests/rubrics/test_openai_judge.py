@@ -23,8 +23,8 @@ from judge_engine.server.background import BackgroundServer
 from rubrics.judges.prompt import prompts
 from rubrics.judges.methods import IDENTITY, ChoiceMethod, ScoredPrompt
 from rubrics.judges.methods import choice as choice_method
-from rubrics.judges.openai import OpenAIJudge, answer_logprobs, chat_completions_url, parse_one_word_answer
-from rubrics.judges.openai_http import RetryPolicy
+from rubrics.judges.backends.openai import OpenAIJudge, answer_logprobs, chat_completions_url, parse_one_word_answer
+from rubrics.judges.backends.openai_http import RetryPolicy
 from rubrics.judges.protocol import EvidenceBlock, JudgeContext, JudgeItem, JudgeRequest
 
 FAST = RetryPolicy(max_retries=2, backoff_base_s=0.01, backoff_max_s=0.05)
@@ -145,9 +145,9 @@ def make_judge(server, **options) -> OpenAIJudge:
 
 
 def test_a_catalog_model_served_under_its_name_gets_its_shipped_calibration_any_other_model_none(server):
-    from rubrics.judges.calibration_file import ModelIdentity
-    from rubrics.judges.judge_models import shipped_calibration
-    from rubrics.judges.logistic import logit
+    from rubrics.judges.fitted.calibration_file import ModelIdentity
+    from rubrics.judges.fitted.judge_models import shipped_calibration
+    from rubrics.judges.fitted.logistic import logit
 
     other, = OpenAIJudge(base_url=server.url + "/v1", model="judge-model").judge(
         [request("a", "states the total <<P:0.3>>")])
@@ -243,8 +243,8 @@ def test_each_verdict_carries_the_usage_the_server_reported(server):
 
 
 def test_re_judging_from_the_verdict_cache_sends_no_request(server, tmp_path):
-    from rubrics.judges.cached import CachedJudge
-    from rubrics.judges.verdict_cache import VerdictCache
+    from rubrics.judges.cache.cached import CachedJudge
+    from rubrics.judges.cache.verdict_cache import VerdictCache
 
     cache = VerdictCache(tmp_path / "v.sqlite")
     wanted = [request("a", "x <<P:0.8>>"), request("b", "y <<P:0.3>>"), request("c", "z <<FAIL500>>")]

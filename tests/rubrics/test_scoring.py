@@ -159,7 +159,7 @@ def test_embedded_judge_construction_failing_on_a_missing_extra_says_how_to_inst
         def __init__(self, **options):
             raise ModuleNotFoundError("No module named 'torch'", name="torch")
 
-    monkeypatch.setitem(sys.modules, "rubrics.judges.embedded", types.SimpleNamespace(EmbeddedJudge=EmbeddedJudge))
+    monkeypatch.setitem(sys.modules, "rubrics.judges.backends.embedded", types.SimpleNamespace(EmbeddedJudge=EmbeddedJudge))
     with pytest.raises(MissingExtraError, match=r"pip install 'agent-rubrics\[engine\]'"):
         rubrics.score(trajectory("GATE"), RUBRIC)
 

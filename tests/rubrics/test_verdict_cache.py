@@ -8,10 +8,10 @@ import warnings
 
 import pytest
 
-from rubrics.judges.cached import CachedJudge
+from rubrics.judges.cache.cached import CachedJudge
 from rubrics.judges.protocol import MemberVerdict, Verdict
 from rubrics.judges.usage import JudgeUsage
-from rubrics.judges.verdict_cache import VerdictCache, VerdictCacheWarning, default_cache_path, verdict_key
+from rubrics.judges.cache.verdict_cache import VerdictCache, VerdictCacheWarning, default_cache_path, verdict_key
 from rubrics.judges.protocol import EvidenceBlock
 from test_judge_prompts import request as prompt_request
 
@@ -144,7 +144,7 @@ def test_a_cache_of_another_format_version_is_moved_aside(tmp_path):
 
 
 def test_a_busy_cache_is_busy_not_corrupt(tmp_path, monkeypatch):
-    import rubrics.judges.verdict_cache as verdict_cache
+    import rubrics.judges.cache.verdict_cache as verdict_cache
 
     path = tmp_path / "v.sqlite"
     cache = VerdictCache(path)
@@ -170,7 +170,7 @@ def test_a_disk_error_while_opening_keeps_the_file_and_its_journal(tmp_path, mon
     """A judge benchmark lost 44 minutes of verdicts this way: a second connection of the same process met a
     'disk I/O error' while opening, took the cache for damaged and moved it aside with the journal another
     connection was still writing. A read failure is not a damaged file: the run goes on without the cache."""
-    import rubrics.judges.verdict_cache as verdict_cache
+    import rubrics.judges.cache.verdict_cache as verdict_cache
 
     path = tmp_path / "v.sqlite"
     writer = VerdictCache(path)

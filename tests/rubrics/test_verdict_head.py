@@ -11,11 +11,11 @@ import sys
 import pytest
 
 from judge_models import LABELS_DIR, REPO, copied_labels, tiny_judge_model
-from rubrics import judge_eval as je
-from rubrics.judge_eval import head_training as ht
-from rubrics.judges.calibration_file import ModelIdentity
-from rubrics.judges.fitted_file import STRICT_ENV, ShippedFileError, ShippedFileWarning
-from rubrics.judges.verdict_head import HeadFileError, VerdictHead, head_from_dict, load_head
+from rubrics import trust as je
+from rubrics.trust import head_training as ht
+from rubrics.judges.fitted.calibration_file import ModelIdentity
+from rubrics.judges.fitted.fitted_file import STRICT_ENV, ShippedFileError, ShippedFileWarning
+from rubrics.judges.fitted.verdict_head import HeadFileError, VerdictHead, head_from_dict, load_head
 
 MODEL = ModelIdentity("tiny", "a" * 64)
 
@@ -152,8 +152,8 @@ def test_judge_train_on_the_tiny_model_then_grade_with_the_head(tmp_path):
 
 
 def test_a_catalog_model_uses_its_shipped_head_unless_given_one(tmp_path, monkeypatch):
-    from rubrics.judges import judge_models
-    from rubrics.judges.embedded import EmbeddedJudge
+    from rubrics.judges.fitted import judge_models
+    from rubrics.judges.backends.embedded import EmbeddedJudge
 
     identity = EmbeddedJudge("smollm2-135m-instruct").identity()   # the catalog digest: no model is loaded
     monkeypatch.setattr(judge_models, "HEADS", tmp_path)

@@ -25,7 +25,7 @@ METHOD_CLASSES: dict[str, type[JudgeMethod]] = {cls.name: cls for cls in (
 )}
 METHOD_NAMES: tuple[str, ...] = tuple(METHOD_CLASSES)
 # The method for items that name none, on a judge whose model sets none (each catalog model has its own:
-# rubrics/judges/judge_models.py): choice, whose raw score is a probability even uncalibrated.
+# rubrics/judges/fitted/judge_models.py): choice, whose raw score is a probability even uncalibrated.
 DEFAULT_METHOD = ChoiceMethod.name
 # The OpenAIJudge's method for items that name none (a method a chat server can run).
 DEFAULT_HTTP_METHOD = ChoiceMethod.name

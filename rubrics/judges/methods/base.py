@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from rubrics.judges.logistic import sigmoid
+from rubrics.judges.fitted.logistic import sigmoid
 from rubrics.judges.prompt.prompts import Piece
 from rubrics.judges.protocol import JudgeItem, Verdict
 
@@ -73,7 +73,7 @@ class JudgeMethod:
     name: ClassVar[str]
     # The version of this method's prompts: its instructions, item segment, lead-in, answers and baselines, and the
     # shared segments (rubrics/judges/prompt/prompts.py) as it uses them. Fitted files (calibrations, heads:
-    # rubrics/judges/fitted_file.py) record it and are refused once it changes, so fitted numbers are never applied
+    # rubrics/judges/fitted/fitted_file.py) record it and are refused once it changes, so fitted numbers are never applied
     # to prompts they were not fitted on. Each method declares its own, so editing one method's prompts bumps only
     # its version and refuses only the files fitted for it. tests/rubrics/test_calibration_file.py pins each
     # method's version to a fingerprint of its prompts.
@@ -82,7 +82,7 @@ class JudgeMethod:
     # that its top log-probabilities show.
     over_http: ClassVar[bool] = False
     description: ClassVar[str] = ""
-    # A method knows no model: raw scores are calibrated per model (rubrics/judges/judge_models.py ships each
+    # A method knows no model: raw scores are calibrated per model (rubrics/judges/fitted/judge_models.py ships each
     # catalog model's fits), so a method alone is uncalibrated.
     default_calibration: ClassVar[Calibration] = IDENTITY
 
@@ -102,7 +102,7 @@ class JudgeMethod:
     @classmethod
     def with_calibrations(cls, calibrations: Mapping[str, Calibration], head: Any = None) -> "JudgeMethod":
         """The method with its calibration taken from {method name: Calibration} (its default when absent). head:
-        the judge's verdict head (rubrics.judges.verdict_head), which only the head method reads."""
+        the judge's verdict head (rubrics.judges.fitted.verdict_head), which only the head method reads."""
         return cls(calibrations.get(cls.name))
 
     def prompts(self, item: JudgeItem) -> list[PromptSpec]:

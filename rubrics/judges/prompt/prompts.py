@@ -24,7 +24,7 @@ from typing import Any
 from rubrics.judges.protocol import JudgeContext, PairContext
 
 # The prompt layout's version when it was one for every method. Each method now declares its own
-# (JudgeMethod.layout_version, rubrics/judges/methods/), which fitted files record (rubrics/judges/fitted_file.py),
+# (JudgeMethod.layout_version, rubrics/judges/methods/), which fitted files record (rubrics/judges/fitted/fitted_file.py),
 # so that changing one method's prompts refuses only the files fitted for it; a change to the shared segments here
 # changes every method's prompts, so every method bumps its own. Nothing in the package reads this constant any
 # more; it stays for code that imports it (it is every built-in method's first per-method version).

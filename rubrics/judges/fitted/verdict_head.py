@@ -1,8 +1,8 @@
 """A verdict head: logistic regression on the frozen judge model's hidden state at the answer position of the
 choice prompt, with the choice method's raw score as one more feature. `rubric judge-train` fits one
-(rubrics/judge_eval/head_training.py); the `head` method (rubrics/judges/methods/head.py) judges with it.
+(rubrics/trust/head_training.py); the `head` method (rubrics/judges/methods/head.py) judges with it.
 
-The file (JSON, format 1) is a fitted file (rubrics/judges/fitted_file.py): its header records what the head was
+The file (JSON, format 1) is a fitted file (rubrics/judges/fitted/fitted_file.py): its header records what the head was
 fitted on, and it is refused for anything else, as a calibration file is: another model (name, weights,
 quantization), or the head method's prompts changed since (`prompt_layout`: the head method's layout version).
 
@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from rubrics.judges.fitted_file import FieldErrors, FittedFile, FittedFileError, ModelIdentity, read_header
+from rubrics.judges.fitted.fitted_file import FieldErrors, FittedFile, FittedFileError, ModelIdentity, read_header
 
 FORMAT = 1
 FEATURES = "hidden+choice"

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from rubrics.judge_eval.labels import Judged
+from rubrics.trust.labels import Judged
 
 
 @dataclass(frozen=True)

@@ -27,12 +27,12 @@ import httpx
 
 from rubrics.judges.prompt import prompts
 from rubrics.judges.backend import FitRequest, JudgeBackend, KeyedRequest
-from rubrics.judges.calibration_file import CalibrationFileError, ModelIdentity
-from rubrics.judges.fitted_file import FittedFileError
-from rubrics.judges.judge_models import JudgeModel
+from rubrics.judges.fitted.calibration_file import CalibrationFileError, ModelIdentity
+from rubrics.judges.fitted.fitted_file import FittedFileError
+from rubrics.judges.fitted.judge_models import JudgeModel
 from rubrics.judges.methods import DEFAULT_HTTP_METHOD, METHOD_CLASSES, Calibration, JudgeMethod, PromptSpec, \
     ScoredPrompt, make_method, method_name_for
-from rubrics.judges.openai_http import JudgeHTTPError, RetryPolicy, get_json, post_json
+from rubrics.judges.backends.openai_http import JudgeHTTPError, RetryPolicy, get_json, post_json
 from rubrics.judges.comparison import ANSWERS, comparison_spec, comparison_verdict
 from rubrics.judges.protocol import ComparisonRequest, JudgeItem, JudgeRequest, Verdict
 from rubrics.judges.usage import JudgeUsage
@@ -71,7 +71,7 @@ class OpenAIJudge(JudgeBackend):
     concurrency bounds the requests in flight; timeout is each judge call's deadline in seconds, retries and
     backoff included; max_retries counts the retries after the first attempt (429, 5xx, connection errors).
     method: the verdict method for items that name none (one a chat server can run); calibration: a calibration
-    file (path or CalibrationFile, rubrics/judges/calibration_file.py), refused when made for another model (the
+    file (path or CalibrationFile, rubrics/judges/fitted/calibration_file.py), refused when made for another model (the
     served model's name: a server does not say its weights' hash), prompt layout or (method given) method; without
     model= the name is checked once the server has named its model, and a mismatch makes every verdict an error.
     Without a file, a catalog model served under its own name (as `rubric serve` serves one) gets the calibration

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from rubrics.judges.backend import FitRequest, JudgeBackend, KeyedRequest
-from rubrics.judges.calibration_file import ModelIdentity
-from rubrics.judges.judge_models import UNCATALOGUED_METHOD, JudgeModel
+from rubrics.judges.fitted.calibration_file import ModelIdentity
+from rubrics.judges.fitted.judge_models import UNCATALOGUED_METHOD, JudgeModel
 from rubrics.judges.methods import Calibration, JudgeMethod, PromptSpec, Reasoning, ScoredPrompt
 from rubrics.judges.prompt.ids import BuiltPrompt, PromptBuilder, PromptError, PromptRequest
 from rubrics.judges.comparison import comparison_spec, comparison_verdict
@@ -57,17 +57,17 @@ class EmbeddedJudge(JudgeBackend):
     """rubrics.EmbeddedJudge(model=None, **engine_options): the judge of `rubric grade --judge embedded`.
 
     model: a catalog name (`rubric model list`), a local .gguf file or HF folder; None: the default judge model
-    ($RUBRICS_JUDGE_MODEL, else rubrics.judges.judge_models.DEFAULT_JUDGE_MODEL).
+    ($RUBRICS_JUDGE_MODEL, else rubrics.judges.fitted.judge_models.DEFAULT_JUDGE_MODEL).
     method: the verdict method for items that name none (a name in rubrics.judges.methods.METHOD_NAMES); None: the
-    model's own (rubrics.judges.judge_models.JUDGE_MODELS), choice for a model outside the catalog.
+    model's own (rubrics.judges.fitted.judge_models.JUDGE_MODELS), choice for a model outside the catalog.
     calibration: a calibration file (`rubric judge-eval --fit-calibration --write`): its path or a loaded
-    rubrics.judges.calibration_file.CalibrationFile; refused (CalibrationFileError) when made for another model,
+    rubrics.judges.fitted.calibration_file.CalibrationFile; refused (CalibrationFileError) when made for another model,
     prompt layout of a method it covers, or (method given) another method. Without one, a catalog model uses the
     calibration shipped for it, and any other model the identity calibration (with an UncalibratedJudgeWarning).
     calibrations: {method name: Calibration} replacing those.
-    head: a verdict head (`rubric judge-train`): its path or a loaded rubrics.judges.verdict_head.VerdictHead, for
+    head: a verdict head (`rubric judge-train`): its path or a loaded rubrics.judges.fitted.verdict_head.VerdictHead, for
     the head method; refused (HeadFileError) when trained for another model or prompt layout. Without one, a
-    catalog model uses the head shipped for it, if it has one (rubrics/judges/heads/).
+    catalog model uses the head shipped for it, if it has one (rubrics/judges/fitted/heads/).
     Method, calibration, head, identity and cache keys are the JudgeBackend's (rubrics/judges/backend.py); this
     class scores the prompts, on judge_engine.
     llm: an already loaded judge_engine.LLM to share (tests, benchmarks); engine_options go to LLM otherwise.
@@ -88,7 +88,7 @@ class EmbeddedJudge(JudgeBackend):
     def __init__(self, model: str | None = None, *, method: str | None = None, calibration: Any = None,
                  calibrations: Mapping[str, Calibration] | None = None, head: Any = None, llm: Any = None,
                  **engine_options: Any):
-        from rubrics.judges.judge_models import default_judge_model
+        from rubrics.judges.fitted.judge_models import default_judge_model
 
         self.model = model if model is not None or llm is not None else default_judge_model()
         self.engine_options = engine_options

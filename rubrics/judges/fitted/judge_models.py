@@ -2,7 +2,7 @@
 calibration it ships with; and which model judges when none is named.
 
 A catalog model (judge_engine's catalog: `rubric model list`) ships a calibration file per model
-(rubrics/judges/calibrations/<catalog name>.json, in the format of rubrics/judges/calibration_file.py, fitted
+(rubrics/judges/fitted/calibrations/<catalog name>.json, in the format of rubrics/judges/fitted/calibration_file.py, fitted
 with `rubric judge-eval --fit-calibration --write` on the shipped labels) and a default method, both chosen by
 benchmarks/judge_quality.py. A model outside the catalog (a local path) gets the identity calibration and a
 warning that names the command that fits one: never another model's calibration, whose raw scores mean other
@@ -16,9 +16,9 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from rubrics.judges.calibration_file import CalibrationFile, ModelIdentity
-from rubrics.judges.fitted_file import load_shipped
-from rubrics.judges.verdict_head import VerdictHead
+from rubrics.judges.fitted.calibration_file import CalibrationFile, ModelIdentity
+from rubrics.judges.fitted.fitted_file import load_shipped
+from rubrics.judges.fitted.verdict_head import VerdictHead
 
 CALIBRATIONS = Path(__file__).parent / "calibrations"
 # A catalog model's trained verdict head (the head method), where one beats the model's best zero-shot method on

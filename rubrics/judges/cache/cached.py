@@ -13,13 +13,13 @@ from typing import Any, Callable, Protocol, Sequence, runtime_checkable
 
 from rubrics.judges.protocol import ComparisonRequest, Judge, JudgeRequest, Verdict
 from rubrics.judges.usage import JudgeUsage
-from rubrics.judges.verdict_cache import VerdictCache
+from rubrics.judges.cache.verdict_cache import VerdictCache
 
 
 @runtime_checkable
 class KeyedJudge(Judge, Protocol):
     def cache_keys(self, requests: Sequence[JudgeRequest]) -> list[str | None]:
-        """One key per request (rubrics.judges.verdict_cache.verdict_key of everything its verdict depends on),
+        """One key per request (rubrics.judges.cache.verdict_cache.verdict_key of everything its verdict depends on),
         or None where the request cannot be keyed."""
         ...
 

@@ -19,7 +19,7 @@ and the judge know them; quantization) and for the exact prompts of the methods 
 for another model, or once a method it covers declares another layout version (JudgeMethod.layout_version). The
 versions are per method: editing one method's prompts refuses only the files that cover that method.
 
-A file a user names is refused with an error. A file shipped with the package (rubrics/judges/calibrations/,
+A file a user names is refused with an error. A file shipped with the package (rubrics/judges/fitted/calibrations/,
 heads/) is loaded by load_shipped, and a refused one is the package's defect, not the user's: with
 $RUBRICS_STRICT_FITTED_FILES=1 (tests/conftest.py sets it, so the test suite fails at the judge's start-up) it
 raises ShippedFileError; otherwise a ShippedFileWarning names the file and why, and the judge runs without it

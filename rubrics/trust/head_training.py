@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rubrics.judge_eval.labels import Judged, Label, judge_labels
+from rubrics.trust.labels import Judged, Label, judge_labels
 from rubrics.judges.protocol import JudgeRequest, Verdict
 from rubrics.rubric.compiler import part_id
 
@@ -74,7 +74,7 @@ class _FeatureJudge:
         self.measured: dict[tuple[str, str], Any] = {}
 
     def judge(self, requests: Sequence[JudgeRequest]) -> list[Verdict]:
-        from rubrics.judges.logistic import sigmoid
+        from rubrics.judges.fitted.logistic import sigmoid
 
         verdicts = []
         for request, measured in zip(requests, self.embedded.measure(requests)):
@@ -190,14 +190,14 @@ def select_and_fit(examples: Sequence[Example], probe_layers: Sequence[int],
 
 def head_probabilities(fit: Fit, examples: Sequence[Example], probe_layers: Sequence[int]) -> list[float]:
     """The fitted head's probability for each example (whose probe holds the fit's layer)."""
-    from rubrics.judges.logistic import sigmoid
+    from rubrics.judges.fitted.logistic import sigmoid
 
     x = feature_matrix(examples, list(probe_layers).index(fit.layer))
     return [sigmoid(v) for v in fit.logits(x).tolist()]
 
 
 def as_head(fit: Fit, identity: Any, examples: Sequence[Example]) -> Any:
-    from rubrics.judges.verdict_head import VerdictHead
+    from rubrics.judges.fitted.verdict_head import VerdictHead
 
     return VerdictHead(identity, fit.layer, fit.mean, fit.scale, fit.weights, fit.bias,
                        tuple(sorted({e.label.domain for e in examples})), len(examples), fit.weight_decay)

@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from rubrics.judge_eval.labels import Judged
-from rubrics.judge_eval.metrics import EvalReport, agreement, summary
+from rubrics.trust.labels import Judged
+from rubrics.trust.metrics import EvalReport, agreement, summary
 from rubrics.judges.methods.base import Calibration
 
 
@@ -58,7 +58,7 @@ def cross_validated(judged: Sequence[Judged]) -> EvalReport:
 def fit_calibration(judged: Sequence[Judged]) -> Calibration:
     """(scale, offset) by logistic regression of the labels on the raw scores, read back as logit(probability)
     from judgments made with the identity calibration."""
-    from rubrics.judges.logistic import fit_logistic, logit
+    from rubrics.judges.fitted.logistic import fit_logistic, logit
 
     scored = [j for j in judged if j.probability is not None and not j.no_evidence]
     if not scored:
@@ -68,7 +68,7 @@ def fit_calibration(judged: Sequence[Judged]) -> Calibration:
 
 def recalibrated(judged: Sequence[Judged], calibration: Calibration) -> list[Judged]:
     """The judgments (made with the identity calibration) with probabilities calibration.probability(raw)."""
-    from rubrics.judges.logistic import logit
+    from rubrics.judges.fitted.logistic import logit
 
     return [j if j.probability is None or j.no_evidence
             else replace(j, probability=calibration.probability(logit(j.probability))) for j in judged]
@@ -112,7 +112,7 @@ def domain_report(method: str, judged: Sequence[Judged]) -> dict[str, Any]:
 
 
 def split_report(method: str, judged: Sequence[Judged], split: Any) -> dict[str, Any]:
-    """The headline of a fixed split (rubrics.judge_eval.split.LabelSplit): the method's calibration fitted on the
+    """The headline of a fixed split (rubrics.trust.split.LabelSplit): the method's calibration fitted on the
     training domains, applied to the held-out domains (figures by difficulty and per held-out domain); beside it,
     leaving each training domain out over the training domains."""
     from dataclasses import asdict

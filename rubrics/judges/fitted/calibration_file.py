@@ -3,7 +3,7 @@
 `rubric judge-eval LABELS... --method M --fit-calibration --write calibration.json` writes one;
 `rubric grade --calibration calibration.json`, `EmbeddedJudge(calibration=...)`, `OpenAIJudge(calibration=...)` and
 `judge: {calibration: path}` in a rubric read it. The format (JSON, version 1) is a fitted file's header
-(rubrics/judges/fitted_file.py) and the calibrations:
+(rubrics/judges/fitted/fitted_file.py) and the calibrations:
 
     {"format": 1,
      "judge_model": {"name": "SmolLM2-135M-Instruct", "weights_sha256": "b179c9..."},
@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 # ModelIdentity, QUANTIZATIONS and the file helpers live with the fitted files; imported from here by older code.
-from rubrics.judges.fitted_file import QUANTIZATIONS, FieldErrors, FittedFile, FittedFileError, ModelIdentity, \
+from rubrics.judges.fitted.fitted_file import QUANTIZATIONS, FieldErrors, FittedFile, FittedFileError, ModelIdentity, \
     check_layout_covers, read_header, read_judge_file, write_json_whole
 from rubrics.judges.methods import METHOD_CLASSES, Calibration
 
