@@ -97,25 +97,28 @@ def build_prompts(tokenizer, trajectories: int, criteria: int, shared_tokens: in
     """`trajectories` x `criteria` judge prompts as token ids, the way the embedded judge builds them; the prompts
     of a trajectory share about `shared_tokens` tokens. Returns (prompts, answer choices as token ids)."""
     from rubrics.judges.methods import ChoiceMethod
-    from rubrics.judges.prompt.ids import PromptBuilder, PromptRequest
-    from rubrics.judges.protocol import EvidenceBlock, JudgeContext, JudgeItem
+    from rubrics.judges.prompt.ids import PromptBuilder
+    from rubrics.judges.prompt.judge_prompt import JudgePrompt
+    from rubrics.judges.protocol import EvidenceBlock, JudgeContext, JudgeItem, JudgeRequest
 
     builder = PromptBuilder(tokenizer, max_model_len=1 << 20)
     method = ChoiceMethod()
 
-    def requests(t: int, body: str, count: int) -> list[PromptRequest]:
+    def built(t: int, body: str, count: int) -> list[JudgePrompt]:
         context = JudgeContext(f"t{t}", TASK, None, (EvidenceBlock("trajectory", body),))
         items = [JudgeItem(id=f"c{c}", kind="criterion", points=2, criterion=CRITERIA[c % len(CRITERIA)])
                  for c in range(count)]
-        return [PromptRequest(context, spec) for item in items for spec in method.prompts(item)]
+        prompts = [JudgePrompt(JudgeRequest(context, item), method.prompts(item), method) for item in items]
+        builder.build(prompts)
+        return prompts
 
-    empty = builder.build(requests(0, "", 1))[0]
-    frame = len(empty.prefix)  # the shared part around an empty trajectory
+    empty = built(0, "", 1)[0]
+    frame = len(empty.prefixes[0])  # the shared part around an empty trajectory
     prompts = []
     for t in range(trajectories):
-        built = builder.build(requests(t, trajectory_text(t, tokenizer, shared_tokens - frame), criteria))
-        prompts += [prompt.ids for prompt in built]
-    return prompts, empty.choices
+        for prompt in built(t, trajectory_text(t, tokenizer, shared_tokens - frame), criteria):
+            prompts += [prompt.ids(index) for index in range(len(prompt.specs))]
+    return prompts, empty.choices[0]
 
 
 def default_threads() -> int:

@@ -148,11 +148,12 @@ def transformers_run(judge, folder: Path, threads: int, limit: int | None) -> tu
         if p.error is not None:
             continue
         scored = []
-        for prompt in p.prompts:
-            key = (tuple(prompt.ids), tuple(map(tuple, prompt.choices)))
+        for index in range(len(p.specs)):
+            ids, choices = p.ids(index), p.choices[index]
+            key = (tuple(ids), tuple(map(tuple, choices)))
             if key not in seen:
-                seen[key] = choice_logprobs(prompt.ids, prompt.choices)
-            scored.append(ScoredPrompt(tuple(seen[key]), tuple(map(len, prompt.choices))))
+                seen[key] = choice_logprobs(ids, choices)
+            scored.append(ScoredPrompt(tuple(seen[key]), tuple(map(len, choices))))
         verdict = p.method.verdict(p.request.item, scored)
         probabilities[(p.request.context.trajectory_id, p.request.item.id)] = verdict.probability
     return time.perf_counter() - started, len(requests), probabilities

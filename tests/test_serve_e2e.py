@@ -119,15 +119,15 @@ def test_the_server_sees_the_embedded_judges_prompt_tokens(embedded_model_path):
         # what OpenAIJudge sends for the item: the choice method's one prompt as chat messages
         spec, = planned.specs
         assert planned.error is None and planned.method.name == "choice" and not spec.lead_in
-        built = planned.main
+        built_ids = planned.ids()
         served = encode_chat(tokenizer, prompts.chat_messages(request.context, spec.instructions, spec.item))
-        if served != built.ids:
-            at = next((i for i, (a, b) in enumerate(zip(served, built.ids)) if a != b), min(len(served),
-                                                                                           len(built.ids)))
+        if served != built_ids:
+            at = next((i for i, (a, b) in enumerate(zip(served, built_ids)) if a != b), min(len(served),
+                                                                                           len(built_ids)))
             pytest.fail(f"{request.context.trajectory_id}/{request.item.id}: server and embedded prompts differ "
                         f"at token {at}: "
                         f"server {tokenizer.decode(served[at - 3:at + 3])!r} {served[at - 3:at + 3]} vs "
-                        f"embedded {tokenizer.decode(built.ids[at - 3:at + 3])!r} {built.ids[at - 3:at + 3]}")
+                        f"embedded {tokenizer.decode(built_ids[at - 3:at + 3])!r} {built_ids[at - 3:at + 3]}")
 
 
 def test_grading_the_cfo_example_through_the_server_matches_the_embedded_judge(serve):

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 
 from rubrics.judges.fitted.logistic import sigmoid
-from rubrics.judges.methods.base import PromptSpec
+from rubrics.judges.prompt.judge_prompt import PromptSpec
 from rubrics.judges.prompt.prompts import Piece, untrusted
 from rubrics.judges.protocol import JudgeItem, Verdict
 from rubrics.judges.usage import JudgeUsage

@@ -248,8 +248,8 @@ def test_embedded_comparisons_fence_the_attempts_and_keep_the_first_attempt_firs
                                                         ComparisonRequest(PairContext(plain, hostile), item)])
     specials = set(tiny_judge.llm.tokenizer.all_special_ids)
     clean, = tiny_judge._build_comparisons([ComparisonRequest(PairContext(plain, plain), item)])
-    assert sorted(t for t in forward.ids if t in specials) == sorted(t for t in clean.ids if t in specials)
-    text = tiny_judge.llm.tokenizer.decode(forward.ids)
+    assert sorted(t for t in forward.ids() if t in specials) == sorted(t for t in clean.ids() if t in specials)
+    text = tiny_judge.llm.tokenizer.decode(forward.ids())
     assert text.index("Evidence from attempt A") < text.index("im_start|>assistant\nA") \
         < text.index("Evidence from attempt B") < text.index("EXP-221")
     verdicts = tiny_judge.compare([ComparisonRequest(PairContext(hostile, plain), item),

@@ -73,7 +73,7 @@ def test_an_injection_trajectory_is_graded_as_text_and_leaves_the_others_alone(j
     specials = set(judge.llm.tokenizer.all_special_ids)
     clean, dirty = judge.build_prompts([request(), request(trajectory_id="u",
                                                            evidence=(EvidenceBlock("final_answer", INJECTION),))])
-    assert sorted(t for t in dirty.main.ids if t in specials) == sorted(t for t in clean.main.ids if t in specials)
+    assert sorted(t for t in dirty.ids() if t in specials) == sorted(t for t in clean.ids() if t in specials)
 
 
 def test_reasoned_mode_generates_a_rationale_then_scores(judge):

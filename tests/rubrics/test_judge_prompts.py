@@ -1,8 +1,8 @@
 """The judge prompt layout, checked on token ids with the embedded model's real tokenizer (no model run).
 
 Prompts are built the way the embedded judge builds them (EmbeddedJudge.build_prompts: each request's method
-names its PromptSpecs, PromptBuilder turns them into token ids), over a stand-in engine that only has the
-tokenizer and a context length."""
+names its PromptSpecs in a JudgePrompt, PromptBuilder fills in their token ids), over a stand-in engine that only
+has the tokenizer and a context length."""
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -12,11 +12,12 @@ import pytest
 from judge_models import CFO_RUBRIC, cfo_trajectory_paths, embedded_tokenizer
 from rubrics.rubric.compiler import compile_rubric
 from rubrics.judges.prompt import prompts
-from rubrics.judges.backends.embedded import EmbeddedJudge, PlannedRequest
+from rubrics.judges.backends.embedded import EmbeddedJudge
 from rubrics.judges.methods import METHOD_CLASSES, ChoiceMethod, LikelihoodMethod, choice, statement
-from rubrics.judges.prompt.ids import BuiltPrompt, PromptBuilder, PromptError, PromptRequest
+from rubrics.judges.prompt.ids import PromptBuilder
+from rubrics.judges.prompt.judge_prompt import JudgePrompt
 from rubrics.judges.protocol import EvidenceBlock, JudgeContext, JudgeExample, JudgeItem, JudgeRequest
-from rubrics.judges.prompt.token_layout import ChatLayout, encode_trusted, encode_untrusted, fair_shares
+from rubrics.judges.prompt.token_layout import chat_layout, encode_text, encode_trusted, encode_untrusted, fair_shares
 from rubrics.rubric.load import load_rubric
 from rubrics.trajectory import load_trajectory
 
@@ -60,13 +61,24 @@ def judge_for(tok, method: str = "choice", max_model_len: int = 8192) -> Embedde
     return EmbeddedJudge(method=method, llm=llm)
 
 
-def plan(tok, requests, method: str = "choice", max_model_len: int = 8192) -> list[PlannedRequest]:
+def plan(tok, requests, method: str = "choice", max_model_len: int = 8192) -> list[JudgePrompt]:
     return judge_for(tok, method, max_model_len).build_prompts(requests)
+
+
+def built(prompt: JudgePrompt, index: int = -1) -> SimpleNamespace:
+    """One spec's built prompt (default: the main one, over the trajectory's own evidence)."""
+    return SimpleNamespace(prefix=prompt.prefixes[index], item=prompt.items[index], choices=prompt.choices[index],
+                           ids=prompt.ids(index), cut_tokens=prompt.cut_tokens)
+
+
+def each(prompt: JudgePrompt) -> list[SimpleNamespace]:
+    """Every spec's built prompt, in the method's order (content-free baselines first)."""
+    return [built(prompt, index) for index in range(len(prompt.specs))]
 
 
 def main_prompts(tok, requests, method: str = "choice", max_model_len: int = 8192) -> list:
     """Each request's prompt over its own evidence, or its error."""
-    return [p.main if p.error is None else PromptError(p.error) for p in plan(tok, requests, method, max_model_len)]
+    return [built(p) if p.error is None else p.error for p in plan(tok, requests, method, max_model_len)]
 
 
 @pytest.mark.parametrize("method", ["choice", "likelihood"])
@@ -74,11 +86,11 @@ def test_items_of_one_trajectory_share_a_token_identical_prefix_up_to_the_item(t
     requests = cfo_requests()
     planned = plan(tok, requests, method)
     assert all(p.error is None and p.method.name == method for p in planned)
-    assert all(len(p.prompts) == len(METHOD_CLASSES[method]().prompts(p.request.item)) for p in planned)
-    by_trajectory: dict[str, list[BuiltPrompt]] = {}
+    assert all(len(p.prefixes) == len(METHOD_CLASSES[method]().prompts(p.request.item)) for p in planned)
+    by_trajectory: dict[str, list[SimpleNamespace]] = {}
     for req, p in zip(requests, planned):
-        by_trajectory.setdefault(req.context.trajectory_id, []).append(p.main)
-        assert all(b.ids[:len(b.prefix)] == b.prefix for b in p.prompts)
+        by_trajectory.setdefault(req.context.trajectory_id, []).append(built(p))
+        assert all(p.ids(i)[:len(p.prefixes[i])] == p.prefixes[i] for i in range(len(p.specs)))
     instructions = PromptBuilder(tok, 8192).instructions(METHOD_CLASSES[method]().prompts(requests[0].item)[-1]
                                                          .instructions)
     for prompts_of_one in by_trajectory.values():
@@ -93,7 +105,7 @@ def test_items_of_one_trajectory_share_a_token_identical_prefix_up_to_the_item(t
     if method == "choice":
         assert "flags the 2 expenses approved without sign-off" in tok.decode(first[0].item)
     else:   # the content-free baselines share one prefix across trajectories and items alike
-        assert len({tuple(p.prompts[0].prefix) for p in planned}) == 1
+        assert len({tuple(p.prefixes[0]) for p in planned}) == 1
 
 
 def test_the_builder_groups_prompts_by_context_and_answers_in_input_order(tok):
@@ -101,10 +113,11 @@ def test_the_builder_groups_prompts_by_context_and_answers_in_input_order(tok):
     t, u = request(), request(trajectory_id="u", evidence=(EvidenceBlock("final_answer", "Other text."),))
     spec = lambda req: ChoiceMethod().prompts(req.item)[0]  # noqa: E731
     baseline, main = LikelihoodMethod().prompts(t.item)
-    wanted = [PromptRequest(t.context, spec(t)), PromptRequest(u.context, spec(u)),
-              PromptRequest(t.context, spec(request(id="b", criterion="compares to Q2"))),
-              PromptRequest(t.context, baseline), PromptRequest(u.context, baseline), PromptRequest(t.context, main)]
-    t1, u1, t2, t_free, u_free, t_main = builder.build(wanted)
+    wanted = [JudgePrompt(t, [spec(t)]), JudgePrompt(u, [spec(u)]),
+              JudgePrompt(t, [spec(request(id="b", criterion="compares to Q2"))]),
+              JudgePrompt(t, [baseline]), JudgePrompt(u, [baseline]), JudgePrompt(t, [main])]
+    builder.build(wanted)
+    t1, u1, t2, t_free, u_free, t_main = map(built, wanted)
     assert t1.prefix == t2.prefix != u1.prefix and t1.item != t2.item
     assert "Other text." in tok.decode(u1.prefix) and "Other text." not in tok.decode(t1.prefix)
     # another method's instructions, or content-free evidence, is another prefix
@@ -117,16 +130,16 @@ def test_special_token_strings_in_a_trajectory_are_encoded_as_text(tok):
     specials = special_ids(tok)
     assert set(encode_trusted(tok, INJECTION)) & specials, "the test string must contain real special tokens"
     assert not set(encode_untrusted(tok, INJECTION)) & specials
-    built, clean = main_prompts(tok, [
+    injected, clean = main_prompts(tok, [
         request(evidence=(EvidenceBlock("final_answer", INJECTION),), task=INJECTION, criterion=INJECTION),
         request(trajectory_id="clean")])
     # exactly the template's own special tokens, wherever the untrusted text put its look-alikes
     count = lambda ids: sorted(t for t in ids if t in specials)  # noqa: E731
-    assert count(built.ids) == count(clean.ids)
+    assert count(injected.ids) == count(clean.ids)
     im_start = tok.convert_tokens_to_ids("<|im_start|>")
-    assert count(built.ids).count(im_start) == 3  # system, user, assistant
+    assert count(injected.ids).count(im_start) == 3  # system, user, assistant
     # still there, as text, broken by a zero-width space so that no tokenizer (ours or a server's) reads it
-    assert prompts.neutralise_special_tokens("<|im_end|><|im_start|>assistant") in tok.decode(built.ids)
+    assert prompts.neutralise_special_tokens("<|im_end|><|im_start|>assistant") in tok.decode(injected.ids)
 
 
 @pytest.mark.parametrize("method", ["choice", "likelihood"])
@@ -136,8 +149,8 @@ def test_special_token_strings_are_text_in_every_prompt_of_a_method(tok, method)
                               request(trajectory_id="clean")], method)
     specials = special_ids(tok)
     count = lambda ids: sorted(t for t in ids if t in specials)  # noqa: E731
-    assert len(dirty.prompts) == len(clean.prompts)
-    for a, b in zip(dirty.prompts, clean.prompts):
+    assert len(each(dirty)) == len(each(clean))
+    for a, b in zip(each(dirty), each(clean)):
         assert count(a.ids) == count(b.ids) and count(sum(a.choices, [])) == count(sum(b.choices, [])) == []
 
 
@@ -170,18 +183,19 @@ def test_few_shot_examples_are_placed_in_the_item_segment(tok):
 def test_likelihood_prompt_scores_the_item_as_a_statement_against_content_free_evidence(tok):
     planned, = plan(tok, [request()], "likelihood")
     assert planned.method.name == "likelihood" and planned.error is None
-    baseline, built = planned.prompts   # the content-free baseline first, the trajectory's own evidence last
-    assert built is planned.main and [s.content_free for s in planned.specs] == [True, False]
-    assert tok.decode(built.choices[0]) == " flags the 2 expenses approved without sign-off."
-    assert tok.decode(built.ids).endswith("<|im_start|>assistant\nThe agent's work")
-    assert "48.2L" in tok.decode(built.ids)
+    # the content-free baseline first, the trajectory's own evidence last
+    baseline, main = built(planned, 0), built(planned, 1)
+    assert main.ids == planned.ids() and [s.content_free for s in planned.specs] == [True, False]
+    assert tok.decode(main.choices[0]) == " flags the 2 expenses approved without sign-off."
+    assert tok.decode(main.ids).endswith("<|im_start|>assistant\nThe agent's work")
+    assert "48.2L" in tok.decode(main.ids)
     baseline_text = tok.decode(baseline.ids)
     assert "48.2L" not in baseline_text and prompts.CONTENT_FREE_EVIDENCE in baseline_text
-    assert baseline.item == built.item and baseline.choices == built.choices
+    assert baseline.item == main.item and baseline.choices == main.choices
     # the content-free baseline is the same for every trajectory: one prompt for the engine to compute
     other, = plan(tok, [request(trajectory_id="u", evidence=(EvidenceBlock("final_answer", "Other text."),))],
                   "likelihood")
-    assert other.prompts[0].ids == baseline.ids and other.main.ids != built.ids
+    assert other.ids(0) == baseline.ids and other.ids() != main.ids
 
 
 def test_statement_parts():
@@ -193,10 +207,10 @@ def test_statement_parts():
 def test_reasoned_mode_uses_the_choice_verdict_and_a_follow_up_turn(tok):
     judge = judge_for(tok, "likelihood")
     planned, = judge.build_prompts([request(mode="reasoned", max_tokens=64)])
-    assert planned.method.name == "choice" and len(planned.prompts) == 1
+    assert planned.method.name == "choice" and len(planned.prefixes) == 1
     assert planned.specs[0].reasoning.max_tokens == 64
     assert planned.specs[0].reasoning.follow_up == choice.REASONED_FOLLOW_UP
-    assert "explain in two or three sentences" in tok.decode(planned.main.item)
+    assert "explain in two or three sentences" in tok.decode(planned.items[-1])
     follow = tok.decode(judge.builder.follow_up("The report lists both.", choice.REASONED_FOLLOW_UP))
     assert follow.startswith("The report lists both.<|im_end|>\n<|im_start|>user\nNow answer")
     assert follow.endswith("<|im_start|>assistant\n")
@@ -217,13 +231,14 @@ def test_long_evidence_is_cut_keeping_head_and_tail_and_items_keep_one_prefix(to
 def test_an_item_that_cannot_fit_is_an_error_and_the_others_are_unaffected(tok):
     huge = "criterion " * 3000
     ok, bad = plan(tok, [request(), request(id="b", criterion=huge)], max_model_len=1024)
-    assert ok.error is None and isinstance(ok.main, BuiltPrompt) and ok.main.cut_tokens == 0
+    assert ok.error is None and ok.cut_tokens == 0
     assert "cannot fit the model's context of 1024 tokens" in bad.error
-    # the builder itself answers the unfit prompt with a PromptError, in its place
-    specs = [PromptRequest(r.context, ChoiceMethod().prompts(r.item)[0]) for r in (request(), request(criterion=huge))]
-    fits, unfit = PromptBuilder(tok, 1024).build(specs)
-    assert isinstance(fits, BuiltPrompt) and fits.ids == ok.main.ids
-    assert isinstance(unfit, PromptError) and "cannot fit the model's context of 1024 tokens" in unfit.message
+    # the builder itself answers the unfit prompt with its error, the others with their ids
+    wanted = [JudgePrompt(r, ChoiceMethod().prompts(r.item)) for r in (request(), request(criterion=huge))]
+    PromptBuilder(tok, 1024).build(wanted)
+    fits, unfit = wanted
+    assert fits.error is None and fits.ids() == ok.ids()
+    assert unfit.prefixes == [[]] and "cannot fit the model's context of 1024 tokens" in unfit.error
 
 
 def test_fair_shares_gives_short_blocks_everything():
@@ -259,11 +274,11 @@ class _NoSystemTemplate:
 
 
 def test_a_template_without_system_role_puts_the_instructions_in_the_user_turn():
-    layout = ChatLayout.from_tokenizer(_NoSystemTemplate())
+    system_open, _, user_to_assistant, assistant_to_user = chat_layout(_NoSystemTemplate())
     as_text = lambda ids: "".join(map(chr, ids))  # noqa: E731
-    assert as_text(layout.system_open) == "<user>"
-    assert as_text(layout.user_to_assistant) == "</user><assistant>"
-    assert as_text(layout.assistant_to_user) == "</assistant><user>"
+    assert as_text(system_open) == "<user>"
+    assert as_text(user_to_assistant) == "</user><assistant>"
+    assert as_text(assistant_to_user) == "</assistant><user>"
 
 
 def test_untrusted_request_fields_do_not_change_the_shared_instructions(tok):
@@ -275,7 +290,7 @@ def test_untrusted_request_fields_do_not_change_the_shared_instructions(tok):
 def test_likelihood_examples_say_whether_the_statement_holds(tok):
     examples = (JudgeExample("EXP-221 and EXP-307 lack sign-off", True), JudgeExample("All fine.", False))
     planned, = plan(tok, [request(examples=examples)], "likelihood")
-    baseline, built = planned.prompts
+    baseline, built = each(planned)
     text = tok.decode(built.item)
     assert 'For example 1, the statement "The agent\'s work flags the 2 expenses approved without sign-off." ' \
            'is true.' in text
@@ -293,11 +308,56 @@ def test_prompt_ids_equal_the_servers_encoding_of_the_chat_messages(tok, method)
     requests = cfo_requests() + [request(task=INJECTION, criterion=INJECTION,
                                          evidence=(EvidenceBlock("final_answer", INJECTION),))]
     for req, planned in zip(requests, plan(tok, requests, method)):
-        assert len(planned.prompts) == len(planned.specs)
-        for spec, built in zip(planned.specs, planned.prompts):   # the content-free baselines too
+        assert len(each(planned)) == len(planned.specs)
+        for spec, built in zip(planned.specs, each(planned)):   # the content-free baselines too
             ids = built.ids
             if spec.lead_in:  # the assistant turn's lead-in is not part of the chat messages
                 ids = ids[:len(ids) - len(encode_trusted(tok, spec.lead_in))]
             messages = prompts.chat_messages(req.context, spec.instructions, spec.item,
                                              content_free=spec.content_free)
             assert ids == encode_chat(tok, messages), (req.context.trajectory_id, req.item.id, spec.content_free)
+
+
+def common_prefix(a: list[int], b: list[int]) -> int:
+    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+
+
+@pytest.mark.parametrize("method", ["choice", "likelihood"])
+def test_the_prefix_preserving_tokenization_rules(tok, method):
+    """The rules of rubrics/judges/prompt/token_layout.py, one by one (its docstring numbers them)."""
+    from judge_engine.server.chat_encoding import encode_chat
+
+    other_evidence = (EvidenceBlock("final_answer", "Spend rose to 51.0L in Q3; the memo lists EXP-221 only."),)
+    t_a, t_b = request(), request(id="b", criterion="compares the total to Q2 in one short line")
+    u_a = request(trajectory_id="u", evidence=other_evidence)
+    planned = plan(tok, [t_a, t_b, u_a], method)
+    a, b, u = planned
+    assert all(p.error is None for p in planned)
+    builder = PromptBuilder(tok, 8192)
+    spec = a.specs[-1]
+    instructions = builder.instructions(spec.instructions)
+    # 1. each segment encoded on its own and concatenated: instructions + context + item, nothing re-tokenized
+    context = encode_text(tok, prompts.context_pieces(t_a.context))
+    assert a.prefixes[-1] == instructions + context
+    assert a.items[-1] == builder.item_segment(spec)
+    assert a.ids() == instructions + context + builder.item_segment(spec)
+    # 2. the instructions segment depends on the instructions alone: every trajectory starts with it
+    assert instructions == builder.system_open + encode_trusted(tok, spec.instructions) + builder.system_to_user
+    assert u.ids()[:len(instructions)] == instructions and common_prefix(a.ids(), u.ids()) >= len(instructions)
+    # 3. the items of one trajectory share the whole instructions + context segment, token for token
+    assert a.prefixes[-1] == b.prefixes[-1] and common_prefix(a.ids(), b.ids()) >= len(a.prefixes[-1])
+    assert a.items[-1] + a.choices[-1][0] != b.items[-1] + b.choices[-1][0]   # likelihood: the statement differs
+    #    ... also when the context is cut to fit: cut once, for the tightest item of the trajectory
+    long = (EvidenceBlock("final_answer", "HEAD " + "travel spend line 48.2L " * 600 + " TAIL"),)
+    cut_a, cut_b = plan(tok, [request(evidence=long), request(id="b", evidence=long, criterion="x " * 80)],
+                        method, max_model_len=1024)
+    assert cut_a.cut_tokens > 0 and cut_a.prefixes[-1] == cut_b.prefixes[-1]
+    assert common_prefix(cut_a.ids(), cut_b.ids()) >= len(cut_a.prefixes[-1])
+    # 4. the segments split the chat text where the tokenizer splits it anyway: an uncut prompt's ids are those of
+    #    the whole rendered chat, as a server encodes it
+    if not spec.lead_in:
+        assert encode_chat(tok, prompts.chat_messages(t_a.context, spec.instructions, spec.item)) == a.ids()
+    assert common_prefix(a.ids(), b.ids()) == len(a.prefixes[-1]) + common_prefix(a.items[-1], b.items[-1])
+    # 5. a content-free baseline depends on the task, reference and evidence names only: one prompt for all
+    if method == "likelihood":
+        assert a.specs[0].content_free and a.ids(0) == u.ids(0) and a.ids(0) != a.ids()

@@ -30,7 +30,7 @@ def test_the_verdict_is_the_mean_of_one_verdict_per_sampled_rationale(judge):
     singles = []
     for rationale in rationales:
         one = judge.build_prompts([request(mode="reasoned", max_tokens=6)])
-        one[0].rationale, one[0].rationales = rationale, [rationale]
+        one[0].rationales = [rationale]
         singles.append(judge._verdicts(one)[0].probability)
     assert combined.probability == pytest.approx(sum(singles) / k, abs=1e-12)
     assert combined.met == (combined.probability >= 0.5)

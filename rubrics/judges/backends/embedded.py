@@ -6,7 +6,9 @@ evidence once. Verdicts come from log-probabilities, never from parsing generate
 (rubrics/judges/methods/) names the prompts it needs scored and turns their scores into a probability.
 Reasoned mode first generates a short greedy rationale, then scores the answers after it; with `samples: k` it
 draws k rationales instead (one engine request of n=k sharing the prompt's blocks) and averages the k verdicts'
-probabilities (self-consistency).
+probabilities (self-consistency). Each request travels as one JudgePrompt (rubrics/judges/prompt/judge_prompt.py):
+made from the request and its method's specs, built to token ids, given its rationales, scored, then read by the
+method; its token ids follow the rules in rubrics/judges/prompt/token_layout.py.
 """
 
 from __future__ import annotations
@@ -20,37 +22,12 @@ from typing import Any
 from rubrics.judges.backend import FitRequest, JudgeBackend, KeyedRequest
 from rubrics.judges.fitted.calibration_file import ModelIdentity
 from rubrics.judges.fitted.judge_models import UNCATALOGUED_METHOD, JudgeModel
-from rubrics.judges.methods import Calibration, JudgeMethod, PromptSpec, Reasoning, ScoredPrompt
-from rubrics.judges.prompt.ids import BuiltPrompt, PromptBuilder, PromptError, PromptRequest
+from rubrics.judges.methods import Calibration, ScoredPrompt
+from rubrics.judges.prompt.ids import PromptBuilder
+from rubrics.judges.prompt.judge_prompt import JudgePrompt
 from rubrics.judges.comparison import comparison_spec, comparison_verdict
 from rubrics.judges.protocol import ComparisonRequest, JudgeRequest, Verdict
 from rubrics.judges.usage import JudgeUsage
-
-
-@dataclass
-class PlannedRequest:
-    """One request's method and built prompts (in the method's order), or why it cannot be judged."""
-    request: JudgeRequest
-    method: JudgeMethod
-    specs: list[PromptSpec]
-    prompts: list[BuiltPrompt] = field(default_factory=list)
-    error: str | None = None
-    rationale: str | None = None      # reasoned mode: generated before scoring (the first one, with samples)
-    rationales: list[str] = field(default_factory=list)   # reasoned mode: every rationale drawn
-    jobs: list[int] = field(default_factory=list)   # indexes into the batch's score jobs, one per prompt
-    usage: JudgeUsage = field(default_factory=JudgeUsage)   # the model work this request was first to ask for
-
-    @property
-    def main(self) -> BuiltPrompt:
-        """The prompt over the trajectory's own evidence (a method's content-free baselines come before it)."""
-        return self.prompts[-1]
-
-
-@dataclass(frozen=True)
-class ScoreJob:
-    prompt: tuple[int, ...]
-    choices: tuple[tuple[int, ...], ...]
-    hidden_layers: tuple[int, ...] = ()   # hidden states asked at the prompt's last token
 
 
 class EmbeddedJudge(JudgeBackend):
@@ -140,7 +117,7 @@ class EmbeddedJudge(JudgeBackend):
         """The engine's counters (prompt_tokens, computed_prompt_tokens, prefix_cache_hit_rate, ...)."""
         return self.llm.stats()
 
-    def build_prompts(self, requests: Sequence[JudgeRequest]) -> list[PlannedRequest]:
+    def build_prompts(self, requests: Sequence[JudgeRequest]) -> list[JudgePrompt]:
         try:
             return self._build_prompts(requests)
         except ImportError:
@@ -151,7 +128,7 @@ class EmbeddedJudge(JudgeBackend):
             self.builder   # no engine or tokenizer is every request's failure: raised here, as before
             return [self._build_alone(request) for request in requests]
 
-    def _build_alone(self, request: JudgeRequest) -> PlannedRequest:
+    def _build_alone(self, request: JudgeRequest) -> JudgePrompt:
         try:
             return self._build_prompts([request])[0]
         except Exception as exc:  # noqa: BLE001 - reported on this request's items only
@@ -159,25 +136,18 @@ class EmbeddedJudge(JudgeBackend):
             planned.error = f"the judge could not build this prompt: {type(exc).__name__}: {exc}"
             return planned
 
-    def _build_prompts(self, requests: Sequence[JudgeRequest]) -> list[PlannedRequest]:
+    def _build_prompts(self, requests: Sequence[JudgeRequest]) -> list[JudgePrompt]:
         planned = [self._plan(request) for request in requests]
-        wanted = [PromptRequest(p.request.context, spec) for p in planned for spec in p.specs]
         with self._lock:
-            built = iter(self.builder.build(wanted))
-        for p in planned:
-            for prompt in [next(built) for _ in p.specs]:
-                if isinstance(prompt, PromptError):
-                    p.error = p.error or prompt.message
-                else:
-                    p.prompts.append(prompt)
+            self.builder.build(planned)
         return planned
 
-    def _plan(self, request: JudgeRequest) -> PlannedRequest:
+    def _plan(self, request: JudgeRequest) -> JudgePrompt:
         try:
             method = self.method_for(request.item)
         except ValueError as exc:   # a request naming no registered method: its own error, not the batch's
-            return PlannedRequest(request, self.methods.named(self.method), [], error=str(exc))
-        return PlannedRequest(request, method, method.prompts(request.item))
+            return JudgePrompt(request, [], self.methods.named(self.method), error=str(exc))
+        return JudgePrompt(request, method.prompts(request.item), method)
 
     def key_shared(self) -> dict[str, Any]:
         """What every verdict of this judge depends on: the model's weights and config, and its numerics."""
@@ -203,42 +173,41 @@ class EmbeddedJudge(JudgeBackend):
         except Exception as exc:  # noqa: BLE001 - no engine or tokenizer: every pair is an error, none raises
             reason = f"embedded judge unavailable: {type(exc).__name__}: {exc}"
             return [Verdict(met=None, probability=None, error=reason) for _ in requests]
-        jobs = [ScoreJob(tuple(prompt.ids), tuple(map(tuple, prompt.choices)))
-                for prompt in built if not isinstance(prompt, PromptError)]
+        ready = [prompt for prompt in built if prompt.error is None]
         if self.progress is not None:
-            call_progress(self.progress, 0, len(jobs), self.llm.stats(), work=0.0)
-        scores = iter(score_in_prefix_order(self.llm, jobs, self.progress))
+            call_progress(self.progress, 0, len(ready), self.llm.stats(), work=0.0)
+        scores = iter(score_in_prefix_order(self.llm, [p.ids() for p in ready], [p.choices[-1] for p in ready],
+                                            self.progress))
         verdicts = []
         for prompt in built:
-            scored = None if isinstance(prompt, PromptError) else next(scores)
+            scored = None if prompt.error is not None else next(scores)
             if scored is None or isinstance(scored, str):
-                error = prompt.message if scored is None else f"engine could not score the prompt: {scored}"
+                error = prompt.error if scored is None else f"engine could not score the prompt: {scored}"
                 verdicts.append(Verdict(met=None, probability=None, error=error))
             else:
                 first, second = scored.logprobs
                 verdicts.append(comparison_verdict(first, second, JudgeUsage.from_engine(scored.usage)))
         return verdicts
 
-    def _build_comparisons(self, requests: Sequence[ComparisonRequest]) -> list[BuiltPrompt | PromptError]:
-        wanted = [PromptRequest(request.context, comparison_spec(request.item)) for request in requests]
+    def _build_comparisons(self, requests: Sequence[ComparisonRequest]) -> list[JudgePrompt]:
+        wanted = [JudgePrompt(request, [comparison_spec(request.item)]) for request in requests]
         with self._lock:
-            return self.builder.build(wanted)
+            self.builder.build(wanted)
+        return wanted
 
     def comparison_sent(self, requests: Sequence[ComparisonRequest]) -> list[dict[str, Any] | None]:
         """What a comparison's cache key says it scored: the exact token ids (None: a pair whose prompt cannot be
         built)."""
-        return [None if isinstance(prompt, PromptError) else {"prompt": [list(prompt.ids),
-                                                                         [list(c) for c in prompt.choices]]}
+        return [None if prompt.error is not None else {"prompt": [prompt.ids(), [list(c) for c in prompt.choices[-1]]]}
                 for prompt in self._build_comparisons(requests)]
 
     def key_sent(self, requests: Sequence[JudgeRequest]) -> list[KeyedRequest | None]:
         """What a verdict's cache key says it scored: the reasoned-mode budget (and sampling), and the exact token
         ids of every prompt and answer (None: a request whose prompts cannot be built)."""
         return [None if p.error is not None else KeyedRequest(p.method, {
-            "reasoning": None if self._reasoning(p) is None else [self._reasoning(p).max_tokens,
-                                                                   self._reasoning(p).follow_up,
-                                                                   *self._sampling_key(p)],
-            "prompts": [[list(prompt.ids), [list(c) for c in prompt.choices]] for prompt in p.prompts]})
+            "reasoning": None if p.reasoning is None else [p.reasoning.max_tokens, p.reasoning.follow_up,
+                                                            *self._sampling_key(p)],
+            "prompts": [[p.ids(index), [list(c) for c in p.choices[index]]] for index in range(len(p.specs))]})
             for p in self.build_prompts(requests)]
 
     def judge(self, requests: Sequence[JudgeRequest]) -> list[Verdict]:
@@ -251,16 +220,16 @@ class EmbeddedJudge(JudgeBackend):
         except Exception as exc:  # noqa: BLE001 - no engine or tokenizer: every item is an error, none raises
             reason = f"embedded judge unavailable: {type(exc).__name__}: {exc}"
             return [Verdict(met=None, probability=None, error=reason) for _ in requests]
-        self.last_cut_tokens = sum(prompt.cut_tokens for p in planned for prompt in p.prompts)
+        self.last_cut_tokens = sum(p.cut_tokens for p in planned)
         if self.progress is not None:  # the model is ready: judging starts now (the CLI times it from here)
             call_progress(self.progress, 0, len(requests), self.llm.stats(), work=0.0)
         self._generate_rationales(planned)
         return self._verdicts(planned)
 
-    def _verdicts(self, planned: list[PlannedRequest]) -> list[Verdict]:
-        """The planned requests (rationales drawn) scored in one batch, and their verdicts."""
-        scores = self._score(planned)
-        return [self._verdict(p, self._scored_prompts(p, scores)) for p in planned]
+    def _verdicts(self, planned: list[JudgePrompt]) -> list[Verdict]:
+        """The built prompts (rationales drawn) scored in one batch, and their verdicts."""
+        self._score(planned)
+        return [self._verdict(p, self._scored_prompts(p)) for p in planned]
 
     def measure(self, requests: Sequence[JudgeRequest]) -> list[list[ScoredPrompt] | str]:
         """What each request's method measured, before it becomes a verdict: the scored prompts (one list per
@@ -268,25 +237,25 @@ class EmbeddedJudge(JudgeBackend):
         verdict head reads the hidden states from here."""
         planned = self.build_prompts(requests)
         self._generate_rationales(planned)
-        scores = self._score(planned)
-        measured = [self._scored_prompts(p, scores) for p in planned]
+        self._score(planned)
+        measured = [self._scored_prompts(p) for p in planned]
         return [m if isinstance(m, str) else m[0] for m in measured]
 
     # -- reasoned mode ------------------------------------------------------------------------------------
-    def _generate_rationales(self, planned: list[PlannedRequest]) -> None:
+    def _generate_rationales(self, planned: list[JudgePrompt]) -> None:
         from judge_engine import SamplingParams
 
-        wanted = [p for p in planned if p.error is None and self._reasoning(p) is not None]
+        wanted = [p for p in planned if p.error is None and p.reasoning is not None]
         if not wanted:
             return
         params = []
         for p in wanted:
-            max_tokens, samples = self._reasoning(p).max_tokens, p.request.item.samples
+            max_tokens, samples = p.reasoning.max_tokens, p.request.item.samples
             params.append(SamplingParams(temperature=0.0, max_tokens=max_tokens) if samples == 1 else
                           SamplingParams(temperature=self.sample_temperature, max_tokens=max_tokens, n=samples,
                                          seed=self.sample_seed))
         try:
-            outputs = self.llm.generate([p.main.ids for p in wanted], params)  # one batch
+            outputs = self.llm.generate([p.ids() for p in wanted], params)  # one batch
         except Exception as exc:  # noqa: BLE001 - reported on each reasoned item
             outputs = [exc] * len(wanted)
         for p, output in zip(wanted, outputs):
@@ -298,69 +267,75 @@ class EmbeddedJudge(JudgeBackend):
                 with self._lock:
                     p.rationales = [decode(list(c.token_ids), skip_special_tokens=True).strip()
                                     for c in output.outputs]
-                p.rationale = p.rationales[0]
                 p.usage += JudgeUsage.from_engine(output.usage)
 
-    def _sampling_key(self, planned: PlannedRequest) -> list:
+    def _sampling_key(self, planned: JudgePrompt) -> list:
         """What else decides a reasoned verdict when it draws several rationales (nothing more with one)."""
         samples = planned.request.item.samples
         return [] if samples == 1 else [samples, self.sample_temperature, self.sample_seed]
 
-    def _reasoning(self, planned: PlannedRequest) -> Reasoning | None:
-        return planned.specs[-1].reasoning
-
     # -- scoring ------------------------------------------------------------------------------------------
-    def _score(self, planned: list[PlannedRequest]) -> list[Any]:
-        """Every prompt of every request in one engine batch; the result per score job (p.jobs index it)."""
-        jobs: list[ScoreJob] = []
-        weights: list[int] = []  # judgments each job completes (for the progress bar)
-        first_asked: list[PlannedRequest] = []  # whose usage a job's tokens count in (shared jobs count once)
-        slot: dict[ScoreJob, int] = {}  # identical jobs are scored once (content-free baselines, panel members)
+    def _score(self, planned: list[JudgePrompt]) -> None:
+        """Every prompt of every request in one engine batch; each JudgePrompt gets its scores (one row per
+        rationale, one result per spec) and the usage of the engine work it was first to ask for."""
+        ids: list[list[int]] = []
+        choices: list[list[list[int]]] = []
+        layers: list[tuple[int, ...]] = []
+        weights: list[int] = []  # judgments each prompt sent completes (for the progress bar)
+        first_asked: list[JudgePrompt] = []  # whose usage a sent prompt's tokens count in (shared ones count once)
+        slot: dict[tuple, int] = {}  # identical prompts are scored once (content-free baselines, panel members)
+        rows: list[tuple[JudgePrompt, list[list[int]]]] = []   # per request: the sent slot of each rationale's specs
 
-        def submit(job: ScoreJob, weight: int, asker: PlannedRequest) -> int:
-            if job not in slot:
-                slot[job] = len(jobs)
-                jobs.append(job)
+        def submit(prompt_ids: list[int], prompt_choices: list[list[int]], hidden: tuple[int, ...], weight: int,
+                   asker: JudgePrompt) -> int:
+            key = (tuple(prompt_ids), tuple(map(tuple, prompt_choices)), hidden)
+            if key not in slot:
+                slot[key] = len(ids)
+                ids.append(prompt_ids)
+                choices.append(prompt_choices)
+                layers.append(hidden)
                 weights.append(0)
                 first_asked.append(asker)
-            weights[slot[job]] += weight
-            return slot[job]
+            weights[slot[key]] += weight
+            return slot[key]
 
         for p in planned:
             if p.error is not None:
                 continue
-            reasoning = self._reasoning(p)
-            rationales = (p.rationales or [p.rationale or ""]) if reasoning is not None else [None]
+            reasoning = p.reasoning
+            rationales = (p.rationales or [""]) if reasoning is not None else [None]
+            sent = []
             for number, rationale in enumerate(rationales, 1):   # the prompts once per rationale
-                for position, prompt in enumerate(p.prompts):
-                    ids = prompt.ids
+                row = []
+                for index, spec in enumerate(p.specs):
+                    prompt_ids = p.ids(index)
                     if reasoning is not None:
                         with self._lock:
-                            ids = ids + self.builder.follow_up(rationale, reasoning.follow_up)
-                    job = ScoreJob(tuple(ids), tuple(map(tuple, prompt.choices)), p.specs[position].hidden_layers)
-                    last = position == len(p.prompts) - 1 and number == len(rationales)
-                    p.jobs.append(submit(job, 1 if last else 0, p))
-        scores = score_jobs(self.llm, jobs, weights, self.progress)
+                            prompt_ids = prompt_ids + self.builder.follow_up(rationale, reasoning.follow_up)
+                    last = index == len(p.specs) - 1 and number == len(rationales)
+                    row.append(submit(prompt_ids, p.choices[index], spec.hidden_layers, 1 if last else 0, p))
+                sent.append(row)
+            rows.append((p, sent))
+        scores = score_jobs(self.llm, ids, choices, layers, weights, self.progress)
         for asker, scored in zip(first_asked, scores):
             if not isinstance(scored, str):
                 asker.usage += JudgeUsage.from_engine(scored.usage)
-        return scores
+        for p, sent in rows:
+            p.scores = [[scores[j] for j in row] for row in sent]
 
-    def _scored_prompts(self, planned: PlannedRequest, scores: list) -> list[list[ScoredPrompt]] | str:
+    def _scored_prompts(self, planned: JudgePrompt) -> list[list[ScoredPrompt]] | str:
         """The request's scored prompts, one list per rationale (one list outside reasoned mode), or its error."""
         if planned.error is not None:
             return planned.error
-        failure = next((scores[j] for j in planned.jobs if isinstance(scores[j], str)), None)
+        failure = next((s for row in planned.scores for s in row if isinstance(s, str)), None)
         if failure is not None:
             return f"engine could not score the prompt: {failure}"
-        size = len(planned.prompts)
-        return [[ScoredPrompt(tuple(scores[j].logprobs), tuple(map(len, prompt.choices)), rationale,
-                              answer_position_states(scores[j]))
-                 for j, prompt in zip(planned.jobs[start:start + size], planned.prompts)]
-                for start, rationale in zip(range(0, len(planned.jobs), size),
-                                            planned.rationales or [planned.rationale])]
+        return [[ScoredPrompt(tuple(scored.logprobs), tuple(map(len, choices)), rationale,
+                              answer_position_states(scored))
+                 for scored, choices in zip(row, planned.choices)]
+                for row, rationale in zip(planned.scores, planned.rationales or [None])]
 
-    def _verdict(self, planned: PlannedRequest, measured: list[list[ScoredPrompt]] | str) -> Verdict:
+    def _verdict(self, planned: JudgePrompt, measured: list[list[ScoredPrompt]] | str) -> Verdict:
         if isinstance(measured, str):
             return Verdict(met=None, probability=None, error=measured, usage=planned.usage)
         item = planned.request.item
@@ -412,34 +387,37 @@ def answer_position_states(scored: Any) -> Any:
     return None if states is None else states[0]
 
 
-def score_in_prefix_order(llm: Any, jobs: list[ScoreJob], progress: Any = None) -> list[Any]:
-    """score_jobs with the jobs sent in the order of their token ids, so that prompts sharing a prefix run one after
-    the other while its blocks are still in the KV cache (the comparisons of a group come item by item, and the
-    same pair's other items, or the same first attempt's other pairs, would otherwise arrive after a small CPU cache
-    had evicted them); the results come back in the jobs' order."""
-    order = sorted(range(len(jobs)), key=lambda index: jobs[index].prompt)
-    scored = score_jobs(llm, [jobs[index] for index in order], [1] * len(jobs), progress)
-    results: list[Any] = [None] * len(jobs)
+def score_in_prefix_order(llm: Any, prompts: list[list[int]], choices: list[list[list[int]]],
+                          progress: Any = None) -> list[Any]:
+    """score_jobs with the prompts sent in the order of their token ids, so that prompts sharing a prefix run one
+    after the other while its blocks are still in the KV cache (the comparisons of a group come item by item, and
+    the same pair's other items, or the same first attempt's other pairs, would otherwise arrive after a small CPU
+    cache had evicted them); the results come back in the prompts' order."""
+    order = sorted(range(len(prompts)), key=lambda index: prompts[index])
+    scored = score_jobs(llm, [prompts[i] for i in order], [choices[i] for i in order], [()] * len(prompts),
+                        [1] * len(prompts), progress)
+    results: list[Any] = [None] * len(prompts)
     for index, result in zip(order, scored):
         results[index] = result
     return results
 
 
-def score_jobs(llm: Any, jobs: list[ScoreJob], weights: list[int], progress: Any = None) -> list[Any]:
-    """All jobs in one LLM.score batch; each result is a judge_engine Scored (the choices' log-probabilities and
-    the tokens it cost) or the engine's reason (a str).
+def score_jobs(llm: Any, prompts: list[list[int]], choices: list[list[list[int]]], layers: list[tuple[int, ...]],
+               weights: list[int], progress: Any = None) -> list[Any]:
+    """All prompts (their choices, the hidden layers asked at their last token) in one LLM.score batch; each result
+    is a judge_engine Scored (the choices' log-probabilities and the tokens it cost) or the engine's reason (a str).
 
-    weights[i]: how many judgments job i completes, for progress (BatchProgress says what it hears)."""
-    if not jobs:
+    weights[i]: how many judgments prompt i completes, for progress (BatchProgress says what it hears)."""
+    if not prompts:
         return []
-    report = BatchProgress(progress, llm, sum(weights), sum(len(job.prompt) for job in jobs))
-    results: list[Any] = [None] * len(jobs)
+    report = BatchProgress(progress, llm, sum(weights), sum(map(len, prompts)))
+    results: list[Any] = [None] * len(prompts)
     groups: dict[tuple[int, ...], list[int]] = {}   # one engine call per set of hidden layers asked (mostly one)
-    for index, job in enumerate(jobs):
-        groups.setdefault(job.hidden_layers, []).append(index)
-    for layers, indexes in groups.items():
-        share = sum(len(jobs[i].prompt) for i in indexes)
-        scored = _score_group(llm, [jobs[i] for i in indexes], layers,
+    for index, asked in enumerate(layers):
+        groups.setdefault(asked, []).append(index)
+    for asked, indexes in groups.items():
+        share = sum(len(prompts[i]) for i in indexes)
+        scored = _score_group(llm, [prompts[i] for i in indexes], [choices[i] for i in indexes], asked,
                               lambda i, indexes=indexes: report.scored(weights[indexes[i]]), report.on_prefill(share))
         for index, result in zip(indexes, scored):
             results[index] = result
@@ -506,18 +484,17 @@ def takes_work(progress: Callable[..., None]) -> bool:
     return any((p.name == "work" and p.kind is not p.POSITIONAL_ONLY) or p.kind is p.VAR_KEYWORD for p in parameters)
 
 
-def _score_group(llm: Any, jobs: list[ScoreJob], layers: tuple[int, ...], on_scored: Any,
-                 on_prefill: Any = None) -> list[Any]:
+def _score_group(llm: Any, prompts: list[list[int]], choices: list[list[list[int]]], layers: tuple[int, ...],
+                 on_scored: Any, on_prefill: Any = None) -> list[Any]:
     from judge_engine import ScoreError
 
     # keywords only when used, so that a stand-in LLM written for the plainer call (tests, a user's) still fits
     options = {**({"hidden_layers": layers} if layers else {}), **({"on_prefill": on_prefill} if on_prefill else {})}
     try:
-        results = llm.score_with_usage([list(job.prompt) for job in jobs],
-                                       [[list(c) for c in job.choices] for job in jobs], on_scored=on_scored,
-                                       **options)
+        results = llm.score_with_usage([list(p) for p in prompts], [[list(c) for c in cs] for cs in choices],
+                                       on_scored=on_scored, **options)
     except ScoreError as exc:  # every job failed: LLM.score raises the first reason instead of returning them
-        return [exc.message] * len(jobs)
+        return [exc.message] * len(prompts)
     except Exception as exc:  # noqa: BLE001 - an engine failure mid-batch makes every item an error, none raises
-        return [f"{type(exc).__name__}: {exc}"] * len(jobs)
+        return [f"{type(exc).__name__}: {exc}"] * len(prompts)
     return [r.message if isinstance(r, ScoreError) else r for r in results]

@@ -1,9 +1,9 @@
 """What a judge method is: the prompts it needs scored, and how their scores become a verdict.
 
-A method never talks to a model. It says which prompts it wants (PromptSpec: its instructions, its item segment,
-the continuations whose log-probabilities it reads, and whether the evidence is replaced by content-free text),
-and turns the scored prompts (ScoredPrompt) into a raw score on a logit scale. A calibration (scale, offset)
-maps the raw score to the probability that the item is met. The embedded judge and the OpenAI-compatible judge
+A method never talks to a model. It says which prompts it wants (PromptSpec, rubrics/judges/prompt/judge_prompt.py:
+its instructions, its item segment, the continuations whose log-probabilities it reads, and whether the evidence
+is replaced by content-free text), and turns the scored prompts (ScoredPrompt) into a raw score on a logit scale.
+A calibration (scale, offset) maps the raw score to the probability that the item is met. The embedded judge and the OpenAI-compatible judge
 both run methods this way, so a method behaves the same on either, and `rubric judge-eval --fit-calibration`
 can fit any method's calibration.
 """
@@ -14,8 +14,10 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from rubrics.judges.fitted.logistic import sigmoid
-from rubrics.judges.prompt.prompts import Piece
+from rubrics.judges.prompt.judge_prompt import PromptSpec, Reasoning
 from rubrics.judges.protocol import JudgeItem, Verdict
+
+__all__ = ["Calibration", "IDENTITY", "JudgeMethod", "PromptSpec", "Reasoning", "ScoredPrompt"]
 
 
 @dataclass(frozen=True)
@@ -29,32 +31,6 @@ class Calibration:
 
 
 IDENTITY = Calibration()
-
-
-@dataclass(frozen=True)
-class Reasoning:
-    """Generate a rationale after the item segment, then ask follow_up before scoring the choices."""
-    max_tokens: int
-    follow_up: str
-
-    def turns_after(self, rationale: str) -> list[dict[str, str]]:
-        """The chat turns between the rationale and the scored answer: the rationale, then the question."""
-        return [{"role": "assistant", "content": rationale}, {"role": "user", "content": self.follow_up}]
-
-
-@dataclass(frozen=True)
-class PromptSpec:
-    """One prompt a method needs scored: system instructions, then the trajectory's context, then `item` (the
-    rest of the user turn), then the assistant turn opened with `lead_in`; `choices` are the continuations of
-    the assistant turn whose log-probabilities are read."""
-    instructions: str
-    item: tuple[Piece, ...]
-    choices: tuple[Piece, ...]
-    lead_in: str = ""
-    content_free: bool = False   # every evidence block replaced by "N/A" (a baseline for the same item)
-    reasoning: Reasoning | None = None
-    # the model layers whose hidden states at the answer position (the prompt's last token) the method reads
-    hidden_layers: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -1,12 +1,27 @@
 """Judge prompts as token ids: the model's chat template cut into trusted pieces, untrusted text encoded apart.
 
-The template is rendered once with sentinel contents and split around them, so the pieces between turns carry
-the template's own special tokens (parsed, because they come from the template), while the text between them is
-encoded with special-token parsing off. Each segment (the instructions, a trajectory's context, an item) is
-encoded as ONE string and the segments are concatenated, never re-tokenized together: that makes the prefix of
-every item of a trajectory token-identical up to the item. The segments split the chat text only where a
-byte-level BPE splits it anyway (at the template's special tokens, and between the two newlines of the blank line
-before the item), so the ids equal those of the whole rendered chat, as an OpenAI-compatible server encodes it.
+The template is rendered once with sentinel contents and split around them (chat_layout), so the pieces between
+turns carry the template's own special tokens (parsed, because they come from the template), while the text
+between them is encoded with special-token parsing off.
+
+Prefix-preserving tokenization rules (the one place they are written; rubrics/judges/prompt/ids.py applies them,
+tests/rubrics/test_judge_prompts.py::test_the_prefix_preserving_tokenization_rules breaks when one is broken).
+A prompt is three segments: instructions, a trajectory's context (task, reference, fenced evidence), an item
+segment (then the answer choices, encoded on their own). The engine's prefix cache shares what is
+token-identical at the start of prompts, so:
+
+1. Each segment is encoded on its own, as ONE string, and the segments' ids are concatenated, never re-tokenized
+   together: nothing after a segment can change its ids.
+2. The instructions segment (template head + instructions + the template up to the user text) depends on the
+   instructions text alone: it is the same for every trajectory and item a method asks about.
+3. A trajectory's context is encoded once per (context, instructions, content-free) group and, when it must be
+   cut, cut once, to the room the group's tightest item leaves, so every item of the trajectory gets the same
+   context ids, cut or not; an item that leaves no room for a minimal context errs alone.
+4. The segments split the chat text only where a byte-level BPE splits it anyway (at the template's special
+   tokens, and between the two newlines of the blank line before the item), so an uncut prompt's ids equal those
+   of the whole rendered chat, as an OpenAI-compatible server encodes it.
+5. A content-free context (a method's baseline) depends only on the task, reference and evidence names, so its
+   prompts repeat exactly across trajectories and are scored once.
 
 Truncation rule (documented in the README): when a trajectory's prompt does not fit the model's context, each
 evidence block is cut to a fair share of the room left (short blocks keep all their tokens, long blocks share
@@ -17,7 +32,6 @@ longer than the context) gets an error verdict; the other items are unaffected.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from rubrics.judges.prompt.prompts import Piece
@@ -45,28 +59,22 @@ def encode_piece(tokenizer: Any, piece: Piece) -> list[int]:
     return encode_trusted(tokenizer, piece.text) if piece.trusted else encode_untrusted(tokenizer, piece.text)
 
 
-@dataclass(frozen=True)
-class ChatLayout:
-    """Template pieces as token ids, around the system text, the user text and an assistant answer."""
-
-    system_open: list[int]  # before the instructions (BOS and the system header, or the user header)
-    system_to_user: list[int]  # after the instructions, up to the user text
-    user_to_assistant: list[int]  # end of the user turn and the assistant header (the generation prompt)
-    assistant_to_user: list[int]  # end of an assistant turn and the next user header (reasoned mode)
-
-    @classmethod
-    def from_tokenizer(cls, tokenizer: Any) -> "ChatLayout":
-        if not getattr(tokenizer, "chat_template", None):
-            return cls([], encode_trusted(tokenizer, "\n\n"), encode_trusted(tokenizer, "\n\nAnswer: "),
-                       encode_trusted(tokenizer, "\n\n"))
-        rendered = _render_with_system(tokenizer)
-        if rendered is not None:
-            head, system_to_user, _, assistant_to_user, user_to_assistant = rendered
-        else:  # a template without a system role: the instructions open the first user turn
-            head, _, assistant_to_user, user_to_assistant = _render_without_system(tokenizer)
-            system_to_user = "\n\n"
-        enc = lambda text: encode_trusted(tokenizer, text)  # noqa: E731
-        return cls(enc(head), enc(system_to_user), enc(user_to_assistant), enc(assistant_to_user))
+def chat_layout(tokenizer: Any) -> tuple[list[int], list[int], list[int], list[int]]:
+    """The template's pieces as token ids: (system_open: before the instructions, BOS and the system header or the
+    user header; system_to_user: after the instructions, up to the user text; user_to_assistant: end of the user
+    turn and the assistant header, the generation prompt; assistant_to_user: end of an assistant turn and the next
+    user header, for reasoned mode)."""
+    if not getattr(tokenizer, "chat_template", None):
+        return ([], encode_trusted(tokenizer, "\n\n"), encode_trusted(tokenizer, "\n\nAnswer: "),
+                encode_trusted(tokenizer, "\n\n"))
+    rendered = _render_with_system(tokenizer)
+    if rendered is not None:
+        head, system_to_user, _, assistant_to_user, user_to_assistant = rendered
+    else:  # a template without a system role: the instructions open the first user turn
+        head, _, assistant_to_user, user_to_assistant = _render_without_system(tokenizer)
+        system_to_user = "\n\n"
+    enc = lambda text: encode_trusted(tokenizer, text)  # noqa: E731
+    return enc(head), enc(system_to_user), enc(user_to_assistant), enc(assistant_to_user)
 
 
 def _render(tokenizer: Any, messages: list[dict[str, str]]) -> str:
@@ -103,26 +111,21 @@ def _render_without_system(tokenizer: Any) -> list[str]:
     return parts
 
 
-@dataclass
-class EncodedContext:
-    ids: list[int]
-    cut_tokens: int  # evidence tokens removed by truncation (0 when it fit)
-
-
 def encode_text(tokenizer: Any, pieces: list[Piece]) -> list[int]:
     """The pieces' text as one string, with special-token parsing off: our own pieces hold no special-token
     strings, and the untrusted ones must stay text. One string, as a server tokenizes the chat."""
     return encode_untrusted(tokenizer, "".join(piece.text for piece in pieces))
 
 
-def encode_context(tokenizer: Any, pieces: list[Piece], room: int | None) -> EncodedContext | None:
-    """Encode the context pieces into at most room tokens by cutting evidence; None when no cut makes it fit.
+def encode_context(tokenizer: Any, pieces: list[Piece], room: int | None) -> tuple[list[int], int] | None:
+    """Encode the context pieces into at most room tokens by cutting evidence: (ids, evidence tokens cut, 0 when it
+    fit); None when no cut makes it fit.
 
     Uncut, the context is one string (see encode_text); a cut context is encoded piece by piece, to cut each
     evidence block on token boundaries (no server reproduces a cut prompt from the chat text anyway)."""
     whole = encode_text(tokenizer, pieces)
     if room is None or len(whole) <= room:
-        return EncodedContext(whole, 0)
+        return whole, 0
     encoded = [encode_piece(tokenizer, piece) for piece in pieces]
     total = sum(map(len, encoded))
     cuttable = [i for i, piece in enumerate(pieces) if piece.cuttable]
@@ -140,7 +143,7 @@ def encode_context(tokenizer: Any, pieces: list[Piece], room: int | None) -> Enc
             tail = share - head
             cut += len(ids) - share
             encoded[index] = ids[:head] + _marker(tokenizer, len(ids) - share) + (ids[-tail:] if tail else [])
-    return EncodedContext([t for ids in encoded for t in ids], cut)
+    return [t for ids in encoded for t in ids], cut
 
 
 def fair_shares(lengths: list[int], available: int) -> list[int]:
