@@ -27,13 +27,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
-from rubrics.judges.fitted.calibration_file import CalibrationFile, ModelIdentity, judge_calibrations
 from rubrics.judges.comparison import COMPARISON_PROMPT_VERSION
-from rubrics.judges.fitted.judge_models import JUDGE_MODELS, JudgeModel, catalog_name_of, shipped_calibration, shipped_head, \
-    warn_uncalibrated
+from rubrics.judges.fitted.calibration_file import CalibrationFile, ModelIdentity, judge_calibrations
+from rubrics.judges.fitted.judge_models import JUDGE_MODELS, JudgeModel, catalog_name_of, shipped_calibration, \
+    shipped_head, warn_uncalibrated
+from rubrics.judges.fitted.verdict_head import judge_head
 from rubrics.judges.methods import Calibration, JudgeMethod, JudgeMethods
 from rubrics.judges.protocol import ComparisonRequest, JudgeItem, JudgeRequest
-from rubrics.judges.fitted.verdict_head import judge_head
 
 
 @dataclass(frozen=True)
