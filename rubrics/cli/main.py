@@ -13,11 +13,12 @@ import sys
 
 COMMAND_MODULES = ["grade", "lint", "schema", "tasks", "pass_rates", "split", "report", "judge_eval", "judge_train",
                    "model", "serve", "importer", "view"]
-# A renamed command keeps working under its old name, after a notice, and is listed nowhere. `calibrate` was the
-# delivery's task pass rates, which collided with the judge's own "calibration" (its probability fit).
-RENAMED_COMMANDS = {"calibrate": "pass-rates"}
-RENAMED_NOTICE = "warning: `rubric {old}` is deprecated; use `rubric {new}` (the same options{extra})"
-RENAMED_EXTRA = {"calibrate": "; it writes pass_rates.json, formerly calibration.json"}
+# A renamed command keeps working under its old name, after a notice, and is listed nowhere: {old name: (new name,
+# what the notice adds)}. `calibrate` was the delivery's task pass rates, which collided with the judge's own
+# "calibration" (its probability fit).
+RENAMED_COMMANDS = {
+    "calibrate": ("pass-rates", "the same options; it writes pass_rates.json, formerly calibration.json"),
+}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -34,8 +35,8 @@ def build_parser() -> argparse.ArgumentParser:
 def current_name(argv: list[str]) -> list[str]:
     """argv with a renamed command's old name replaced by its new one (after a notice on stderr)."""
     if argv and argv[0] in RENAMED_COMMANDS:
-        old, new = argv[0], RENAMED_COMMANDS[argv[0]]
-        print(RENAMED_NOTICE.format(old=old, new=new, extra=RENAMED_EXTRA.get(old, "")), file=sys.stderr)
+        old, (new, said) = argv[0], RENAMED_COMMANDS[argv[0]]
+        print(f"warning: `rubric {old}` is deprecated; use `rubric {new}` ({said})", file=sys.stderr)
         return [new, *argv[1:]]
     return argv
 
