@@ -43,6 +43,7 @@ def test_the_default_path_follows_the_environment(tmp_path, monkeypatch):
 
 
 def _writer(path: str, worker: int, count: int) -> None:
+    warnings.simplefilter("error", VerdictCacheWarning)   # a cache given up is a failed worker, with its reason
     cache = VerdictCache(path)
     for start in range(0, count, 10):   # many small transactions, interleaved with the other processes'
         cache.put_many({f"w{worker}-{i}": Verdict(met=i % 2 == 0, probability=i / count)
@@ -164,6 +165,47 @@ def test_a_busy_cache_is_busy_not_corrupt(tmp_path, monkeypatch):
         holder.execute("ROLLBACK")
         holder.close()
     assert VerdictCache(path).get_many(["k"])["k"].met is True   # the same file, once free
+
+
+def test_a_file_another_process_starts_writing_as_it_is_switched_to_wal_is_switched_once_it_is_free(
+        tmp_path, monkeypatch):
+    """Switching a file to WAL wants it alone, and sqlite answers 'database is locked' at once, without its busy
+    handler, when another connection holds the write lock: four processes creating one file lost a worker's
+    verdicts this way (the other took its write lock between the first's look at the file and its switch)."""
+    import threading
+
+    import rubrics.judges.cache.verdict_cache as verdict_cache
+
+    path = tmp_path / "v.sqlite"
+    other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    release = threading.Timer(0.3, lambda: other.execute("ROLLBACK"))
+    real_connect = sqlite3.connect
+
+    def connect_and_race(*args, **kwargs):
+        db = real_connect(*args, **kwargs)
+
+        def the_other_process_begins_writing(statement: str) -> None:
+            if statement == "PRAGMA journal_mode = WAL" and not release.is_alive() and not release.finished.is_set():
+                other.execute("BEGIN IMMEDIATE")   # just before the switch, as the other process did
+                release.start()
+
+        db.set_trace_callback(the_other_process_begins_writing)
+        return db
+
+    monkeypatch.setattr(verdict_cache.sqlite3, "connect", connect_and_race)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", VerdictCacheWarning)
+            cache = VerdictCache(path)
+    finally:
+        if release.is_alive():
+            release.join()
+    monkeypatch.undo()
+    assert release.finished.is_set()   # the race did happen
+    assert cache.enabled and cache._db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    cache.put_many({"k": Verdict(met=True, probability=0.9)})
+    other.close()
+    assert VerdictCache(path).get_many(["k"])["k"].met is True
 
 
 def test_a_disk_error_while_opening_keeps_the_file_and_its_journal(tmp_path, monkeypatch):

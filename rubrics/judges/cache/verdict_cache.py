@@ -178,10 +178,20 @@ class VerdictCache:
         return None
 
     def _connect(self) -> sqlite3.Connection:
-        try:
-            return self._connect_once()
-        except sqlite3.OperationalError as exc:
-            raise _busy_or(exc, exc) from None
+        """Connect, trying again while the database is busy, up to BUSY_TIMEOUT_S: sqlite answers some lock
+        conflicts at once instead of calling its busy handler (switching a file to WAL, which wants it alone, while
+        another process opening it at the same moment holds a shared lock), so its own timeout does not cover them."""
+        deadline = time.monotonic() + BUSY_TIMEOUT_S
+        pause = 0.005
+        while True:
+            try:
+                return self._connect_once()
+            except sqlite3.OperationalError as exc:
+                failure = _busy_or(exc, exc)
+                if not isinstance(failure, _Busy) or time.monotonic() + pause > deadline:
+                    raise failure from None
+            time.sleep(pause)
+            pause = min(pause * 2, 0.25)
 
     def _connect_once(self) -> sqlite3.Connection:
         db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
