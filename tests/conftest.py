@@ -10,6 +10,7 @@ tests that unset RUBRICS_JUDGE_MODEL (tests/test_default_judge.py)."""
 from __future__ import annotations
 
 import os
+import sys
 
 import pytest
 
@@ -21,6 +22,16 @@ os.environ.setdefault("RUBRICS_JUDGE_MODEL", "smollm2-135m-instruct")
 # fitted) fails the test that builds the judge, instead of the judge running uncalibrated with a warning
 # (rubrics/judges/fitted/fitted_file.py); CLI subprocesses inherit it.
 os.environ.setdefault("RUBRICS_STRICT_FITTED_FILES", "1")
+# Under pytest-xdist each worker is a process of its own: the cores are shared out between the workers (and the
+# CLI subprocesses they start inherit it), so that two workers on two cores do not each run two torch threads
+# and stall each other.
+_CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+_WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+if _WORKERS > 1:
+    for _variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(_variable, str(max(1, _CORES // _WORKERS)))
+    if "torch" in sys.modules:   # a plugin imported it before the variables were set
+        sys.modules["torch"].set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
 try:   # no property test is timed: on a loaded machine hypothesis' 200 ms deadline fails tests that are right
     from hypothesis import settings
@@ -29,6 +40,12 @@ try:   # no property test is timed: on a loaded machine hypothesis' 200 ms deadl
     settings.load_profile("untimed")
 except ImportError:
     pass
+
+
+def pytest_xdist_auto_num_workers(config):
+    """`-n auto` (the addopts): one worker per core, at most 4, because each worker loads its own models (a few
+    GiB at most) and the suite's heaviest files, not the number of workers, set its wall time past that."""
+    return max(1, min(4, _CORES))
 
 
 @pytest.fixture(autouse=True)
