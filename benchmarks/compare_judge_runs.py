@@ -1,15 +1,18 @@
 """Two runs of benchmarks/judge_quality.py (their --json files) compared on the same labels, from their raw P(met)
 (the method's score before any calibration, so both are read alike): balanced accuracy at 0.5, AUC and Brier on the
 clear and the hard labels, same-item pairs ranked, near misses caught, and how far the probabilities are apart.
-For a change of numerics (int8 against float32, say) where no calibration of the new numerics is fitted yet.
+For a change of numerics (int8 against float32, say) where no calibration of the new numerics is fitted yet;
+`--calibration SCALE OFFSET` applies one calibration (say, the one fitted for the first run's numerics on the
+training domains) to both runs' raw scores, so that the figures at the threshold are read as a user would get them.
 
-    python benchmarks/compare_judge_runs.py NAME=RUN.json NAME=RUN.json [--method choice]
+    python benchmarks/compare_judge_runs.py NAME=RUN.json NAME=RUN.json [--method choice] [--calibration S O]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import sys
 from pathlib import Path
@@ -17,6 +20,15 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from judge_quality import line_of, load_labelled  # noqa: E402
+
+
+def calibrated(probability: float | None, scale: float, offset: float) -> float | None:
+    if probability is None:
+        return None
+    from rubrics.judges.methods.base import sigmoid
+
+    clipped = min(max(probability, 1e-12), 1 - 1e-12)
+    return sigmoid(scale * math.log(clipped / (1 - clipped)) + offset)
 
 
 def judged_from(raw: dict[str, float | None], labels: list) -> list:
@@ -41,12 +53,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("runs", nargs=2, metavar="NAME=RUN.json")
     parser.add_argument("--method", default="choice")
+    parser.add_argument("--calibration", nargs=2, type=float, metavar=("SCALE", "OFFSET"),
+                        help="apply sigmoid(SCALE * logit(p) + OFFSET) to both runs' raw probabilities")
     args = parser.parse_args()
     labels = [label for labelled, _ in load_labelled() for label in labelled]
     raws = {}
     for spec in args.runs:
         name, _, path = spec.partition("=")
         raws[name] = json.loads(Path(path).read_text())[args.method]["raw"]
+        if args.calibration:
+            raws[name] = {key: calibrated(p, *args.calibration) for key, p in raws[name].items()}
     shared = set.intersection(*(set(raw) for raw in raws.values()))
     for name, raw in raws.items():
         print(describe(name, judged_from({k: v for k, v in raw.items() if k in shared}, labels)))
