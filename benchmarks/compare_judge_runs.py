@@ -38,15 +38,26 @@ def judged_from(raw: dict[str, float | None], labels: list) -> list:
     return [Judged(label, raw[key], None) for label, key in keyed if key in raw]
 
 
-def describe(name: str, judged: list) -> str:
+def figures(judged: list) -> dict:
+    """The figures both scripts print, in their order: clear and hard balanced accuracy (at 0.5), AUC, Brier
+    (clear), pairs ranked, near misses caught (a share of `near_misses`)."""
     from rubrics.trust import metrics
 
     summary = metrics.summary(judged)
     clear, hard = summary["by_difficulty"]["clear"], summary["by_difficulty"]["hard"]
-    return (f"{name}: {len(judged)} labels; clear bal. acc. {clear['balanced_accuracy']:.3f}, AUC {clear['auc']:.3f}, "
-            f"Brier {clear['brier']:.3f}; hard bal. acc. {hard['balanced_accuracy']:.3f}, AUC {hard['auc']:.3f}; "
-            f"clear pairs ranked {summary['clear_pairs_ranked']:.3f}, near-miss pairs ranked "
-            f"{summary['near_miss_pairs_ranked']:.3f}, near misses caught {summary['near_misses_caught']:.3f}")
+    return {"clear_balanced_accuracy": clear["balanced_accuracy"], "clear_auc": clear["auc"],
+            "hard_balanced_accuracy": hard["balanced_accuracy"], "hard_auc": hard["auc"], "clear_brier": clear["brier"],
+            "clear_pairs_ranked": summary["clear_pairs_ranked"],
+            "near_miss_pairs_ranked": summary["near_miss_pairs_ranked"],
+            "near_misses_caught": summary["near_misses_caught"], "near_misses": summary["near_misses"]}
+
+
+def describe(name: str, judged: list) -> str:
+    f = figures(judged)
+    return (f"{name}: {len(judged)} labels; clear bal. acc. {f['clear_balanced_accuracy']:.3f}, AUC "
+            f"{f['clear_auc']:.3f}, Brier {f['clear_brier']:.3f}; hard bal. acc. {f['hard_balanced_accuracy']:.3f}, "
+            f"AUC {f['hard_auc']:.3f}; clear pairs ranked {f['clear_pairs_ranked']:.3f}, near-miss pairs ranked "
+            f"{f['near_miss_pairs_ranked']:.3f}, near misses caught {f['near_misses_caught']:.3f}")
 
 
 def main() -> None:

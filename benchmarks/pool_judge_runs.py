@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from compare_judge_runs import calibrated, judged_from  # noqa: E402
+from compare_judge_runs import calibrated, figures, judged_from  # noqa: E402
 from judge_quality import load_labelled  # noqa: E402
 
 
@@ -40,8 +40,6 @@ def pooled_raw(paths: list[Path]) -> dict[str, dict[str, float | None]]:
 
 
 def main() -> None:
-    from rubrics.trust import metrics
-
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("runs", nargs="+", type=Path, metavar="RUN.json")
     parser.add_argument("--model", default="qwen2.5-coder-1.5b-instruct")
@@ -56,13 +54,9 @@ def main() -> None:
         if "group" not in way:
             raw = {key: calibrated(p, scale, offset) for key, p in raw.items()}
         judged = judged_from(raw, labels)
-        summary = metrics.summary(judged)
-        clear, hard = summary["by_difficulty"]["clear"], summary["by_difficulty"]["hard"]
-        print(f"| {way} | {len(judged)} | {clear['balanced_accuracy']:.2f} | {clear['auc']:.2f} | "
-              f"{hard['balanced_accuracy']:.2f} | {hard['auc']:.2f} | {clear['brier']:.2f} | "
-              f"{summary['clear_pairs_ranked']:.2f} | {summary['near_miss_pairs_ranked']:.2f} | "
-              f"{summary['near_misses_caught']:.2f} of {summary.get('near_misses', '?')} |")
-
+        f = figures(judged)
+        print(f"| {way} | {len(judged)} | " + " | ".join(f"{f[name]:.2f}" for name in list(f)[:-2])
+              + f" | {f['near_misses_caught']:.2f} of {f['near_misses']} |")
 
 if __name__ == "__main__":
     main()
