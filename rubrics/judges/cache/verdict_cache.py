@@ -180,7 +180,8 @@ class VerdictCache:
     def _connect(self) -> sqlite3.Connection:
         """Connect, trying again while the database is busy, up to BUSY_TIMEOUT_S: sqlite answers some lock
         conflicts at once instead of calling its busy handler (switching a file to WAL, which wants it alone, while
-        another process opening it at the same moment holds a shared lock), so its own timeout does not cover them."""
+        another process opening it at the same moment holds its write lock), so its own timeout does not cover
+        them."""
         deadline = time.monotonic() + BUSY_TIMEOUT_S
         pause = 0.005
         while True:
