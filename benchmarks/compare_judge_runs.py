@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import statistics
 import sys
 from pathlib import Path
@@ -23,12 +22,13 @@ from judge_quality import line_of, load_labelled  # noqa: E402
 
 
 def calibrated(probability: float | None, scale: float, offset: float) -> float | None:
+    """A raw P(met) (the method's score through the identity calibration) under Calibration(scale, offset)."""
     if probability is None:
         return None
-    from rubrics.judges.methods.base import sigmoid
+    from rubrics.judges.fitted.logistic import logit
+    from rubrics.judges.methods import Calibration
 
-    clipped = min(max(probability, 1e-12), 1 - 1e-12)
-    return sigmoid(scale * math.log(clipped / (1 - clipped)) + offset)
+    return Calibration(scale, offset).probability(logit(probability))
 
 
 def judged_from(raw: dict[str, float | None], labels: list) -> list:
@@ -39,8 +39,8 @@ def judged_from(raw: dict[str, float | None], labels: list) -> list:
 
 
 def figures(judged: list) -> dict:
-    """The figures both scripts print, in their order: clear and hard balanced accuracy (at 0.5), AUC, Brier
-    (clear), pairs ranked, near misses caught (a share of `near_misses`)."""
+    """The figures both scripts print: clear and hard balanced accuracy (at 0.5), AUC, Brier (clear), pairs
+    ranked, near misses caught (a share of `near_misses`)."""
     from rubrics.trust import metrics
 
     summary = metrics.summary(judged)

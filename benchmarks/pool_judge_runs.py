@@ -23,11 +23,17 @@ from compare_judge_runs import calibrated, figures, judged_from  # noqa: E402
 from judge_quality import load_labelled  # noqa: E402
 
 
+# The table's figure columns, in order (near misses caught is printed with its count).
+COLUMNS = ("clear_balanced_accuracy", "clear_auc", "hard_balanced_accuracy", "hard_auc", "clear_brier",
+           "clear_pairs_ranked", "near_miss_pairs_ranked")
+
+
 def shipped_calibration(model: str, method: str) -> tuple[float, float]:
+    from rubrics.judges.fitted.calibration_file import load_calibration_file
     from rubrics.judges.fitted.judge_models import shipped_calibration_path
 
-    calibration = json.loads(shipped_calibration_path(model).read_text())["calibrations"][method]
-    return calibration["scale"], calibration["offset"]
+    calibration = load_calibration_file(shipped_calibration_path(model)).calibrations[method]
+    return calibration.scale, calibration.offset
 
 
 def pooled_raw(paths: list[Path]) -> dict[str, dict[str, float | None]]:
@@ -55,8 +61,9 @@ def main() -> None:
             raw = {key: calibrated(p, scale, offset) for key, p in raw.items()}
         judged = judged_from(raw, labels)
         f = figures(judged)
-        print(f"| {way} | {len(judged)} | " + " | ".join(f"{f[name]:.2f}" for name in list(f)[:-2])
+        print(f"| {way} | {len(judged)} | " + " | ".join(f"{f[name]:.2f}" for name in COLUMNS)
               + f" | {f['near_misses_caught']:.2f} of {f['near_misses']} |")
+
 
 if __name__ == "__main__":
     main()
