@@ -214,10 +214,11 @@ def test_huge_requests_are_refused_early_and_health_stays_up(serve):
     # under the body limit but over what 8192 tokens can spell: refused by its length, before tokenizing
     too_long = httpx.post(serve.url + "/v1/chat/completions", json=chat(3_500_000), timeout=60)
     assert too_long.status_code == 400 and too_long.json()["error"]["code"] == "context_length_exceeded"
-    # the bytes of bodies over 64 KiB are rationed (1 MiB a second by default): the next large one waits its turn
-    throttled = httpx.post(serve.url + "/v1/chat/completions", json=chat(1_000_000), timeout=60)
-    assert throttled.status_code == 429 and throttled.json()["error"]["code"] == "large_bodies_throttled"
-    time.sleep(int(throttled.headers["Retry-After"]))
+    # The bytes of bodies over 64 KiB are rationed (1 MiB a second of a 4 MiB bucket): the 3.5 MB body left at least
+    # 0.75 MB, and a second refills the 0.2 MB more that the next one needs. Whether a body sent at once is throttled
+    # depends on how long the server took over the last one, so throttling is tested where the rate is low enough
+    # for no machine to matter (test_server_hardening, test_large_bodies_past_the_budget_get_429_...).
+    time.sleep(1.0)
     # long enough to be tokenized (about a second here), then refused by its token count; /health meanwhile
     answer: dict = {}
     worker = threading.Thread(target=lambda: answer.update(
