@@ -96,8 +96,25 @@ def _address_from_dict(value: dict) -> str:
     return f"{name} <{address}>" if name and address else address or json.dumps(value)
 
 
-class ToolCall(BaseModel):
-    model_config = ConfigDict(extra="allow")
+class _Lean(BaseModel):
+    """A model a trajectory holds by the hundred thousand, frozen so that it can drop pydantic's per-instance
+    bookkeeping: a set of the fields given (216 bytes) shared between instances given the same declared fields,
+    and an empty extras dict (64 bytes) kept as None (pydantic reads None as no extras). A message of short text
+    costs about 270 bytes instead of 610 (with its tool_calls a tuple, the empty one shared)."""
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    def model_post_init(self, context: Any) -> None:
+        given = self.__pydantic_fields_set__
+        if given <= self.__pydantic_fields__.keys():   # only declared names: at most 2^fields shared sets
+            object.__setattr__(self, "__pydantic_fields_set__", _SHARED_FIELD_SETS.setdefault(frozenset(given), given))
+        if not self.__pydantic_extra__:
+            object.__setattr__(self, "__pydantic_extra__", None)
+
+
+_SHARED_FIELD_SETS: dict[frozenset[str], set[str]] = {}
+
+
+class ToolCall(_Lean):
 
     id: str | None = None
     name: str
@@ -125,12 +142,11 @@ class ToolCall(BaseModel):
 _ROLES = {role: role for role in ("system", "developer", "user", "assistant", "tool", "function")}
 
 
-class Message(BaseModel):
-    model_config = ConfigDict(extra="allow")
+class Message(_Lean):
 
     role: str
     content: str | None = None
-    tool_calls: list[ToolCall] = Field(default_factory=list)
+    tool_calls: tuple[ToolCall, ...] = ()   # a tuple: the empty one is shared, and a message is frozen anyway
     tool_call_id: str | None = None
     name: str | None = None
 

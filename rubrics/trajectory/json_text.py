@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,13 +61,30 @@ def _error_at(text: str, offset: int, message: str) -> JSONTextError:
     return JSONTextError(message, line, column)
 
 
+SHARED_STRING_CHARS = 64
+
+
+def _sharing_short_strings() -> Callable[[dict], dict]:
+    """An object hook that gives each short string value one object per document: a long chat repeats "ok", "Let me
+    check." and its tools' names thousands of times, at about 50 bytes an object. The table lives for one document
+    only (sys.intern's strings outlive their users on Python 3.12), so unique hostile strings cost nothing later."""
+    table: dict[str, str] = {}
+
+    def share(obj: dict) -> dict:
+        for key, value in obj.items():
+            if type(value) is str and len(value) <= SHARED_STRING_CHARS:
+                obj[key] = table.setdefault(value, value)
+        return obj
+    return share
+
+
 def loads(text: str) -> Any:
-    """json.loads, with every failure a positioned JSONTextError."""
+    """json.loads, with every failure a positioned JSONTextError, and short string values shared."""
     too_deep = _nesting_overflow(text)
     if too_deep is not None:
         raise _error_at(text, too_deep, f"nested deeper than {MAX_NESTING} levels")
     try:
-        return json.loads(text)
+        return json.loads(text, object_hook=_sharing_short_strings())
     except json.JSONDecodeError as error:
         raise JSONTextError(f"invalid JSON: {error.msg}", error.lineno, error.colno) from None
     except RecursionError:   # only when the caller's own stack is already deep

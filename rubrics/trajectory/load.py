@@ -111,9 +111,9 @@ def _validate_messages_in_place(data: dict) -> None:
             return
 
 
-# Messages and tool calls one trajectory may hold. Each becomes an object of about 600 bytes whatever its text, so
-# a file of nothing but minimal messages would cost 50 times its size as models; counted on the parsed JSON, before
-# any model is built (docs/guide/trajectories.md).
+# Messages and tool calls one trajectory may hold. Each becomes an object of about 270 bytes whatever its text, so
+# a file of nothing but minimal messages costs about 20 times its size as models; counted on the parsed JSON,
+# before any model is built (docs/guide/trajectories.md).
 MAX_MESSAGES_AND_CALLS = 1_000_000
 
 

@@ -8,7 +8,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from trajectory_factory import readme_example
 
+from pydantic import ValidationError
+
 from rubrics.trajectory import (
+    Message,
+    ToolCall,
     Trajectory,
     TrajectoryError,
     TrajectoryLoadError,
@@ -38,6 +42,47 @@ def test_dump_uses_from_alias_and_leaves_source_out(tmp_path: Path):
     dumped = t.model_dump(by_alias=True)
     assert "source" not in dumped
     assert dumped["state"]["outbox"][0]["from"] == "agent@acme.test"
+
+
+def test_messages_share_their_bookkeeping_yet_each_dumps_and_reports_its_own_fields():
+    """Messages and tool calls share pydantic's set of given fields between instances given the same declared
+    fields, and keep no empty extras dict (format._Lean): what each reports and dumps must stay its own."""
+    t = load_trajectory({"id": "t", "messages": [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "hi", "tool_calls": [{"id": "c1", "name": "ls", "arguments": {"p": "."}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "ok", "latency_ms": 12},
+        {"role": "user", "content": "again"},
+    ]})
+    first, second, third, fourth = t.messages
+    assert first.model_fields_set is fourth.model_fields_set   # shared: same declared fields given
+    assert first.model_fields_set == {"role", "content", "tool_calls"}
+    assert third.model_fields_set == {"role", "tool_call_id", "content", "tool_calls", "latency_ms"}
+    assert third.model_extra == {"latency_ms": 12} and third.latency_ms == 12
+    assert first.model_extra is None and first == Message(role="user", content="hi")
+    assert second.tool_calls[0].model_dump(exclude_unset=True) == {"id": "c1", "name": "ls", "arguments": {"p": "."}}
+    assert third.model_dump(exclude_unset=True) == {"role": "tool", "content": "ok", "tool_calls": (),
+                                                    "tool_call_id": "c1", "latency_ms": 12}
+    assert [m.model_dump(exclude_unset=True) for m in t.messages][3] == {"role": "user", "content": "again",
+                                                                        "tool_calls": ()}
+    copy = first.model_copy(update={"name": "ann"})
+    assert copy.name == "ann" and "name" in copy.model_fields_set and "name" not in first.model_fields_set
+
+
+def test_messages_and_tool_calls_are_frozen_so_their_shared_bookkeeping_never_changes():
+    t = load_trajectory({"id": "t", "messages": [{"role": "assistant", "tool_calls": [{"name": "ls"}]}]})
+    with pytest.raises(ValidationError, match="frozen"):
+        t.messages[0].content = "changed"
+    with pytest.raises(ValidationError, match="frozen"):
+        t.messages[0].tool_calls[0].name = "rm"
+
+
+def test_undeclared_keys_are_never_added_to_the_shared_field_sets():
+    """A hostile chat whose every message names a key of its own must not grow a table that outlives it."""
+    from rubrics.trajectory import format as trajectory_format
+    load_trajectory({"id": "t", "messages": [{"role": "user", f"k{n}": n} for n in range(2000)]})
+    shared = trajectory_format._SHARED_FIELD_SETS
+    assert len(shared) <= 2 ** 5 and all(names <= set(Message.model_fields) | set(ToolCall.model_fields)
+                                         for names in shared)
 
 
 def test_bare_openai_message_list_with_json_string_arguments():
@@ -252,3 +297,13 @@ def test_jsonl_yields_one_entry_per_non_blank_line_and_never_raises(tmp_path_fac
     expected = len([line for line in text.split("\n") if line.strip(" \t\r\n")]) or 1  # an empty file is one error
     assert len(entries) == expected
     assert all(isinstance(e, Trajectory | TrajectoryLoadError) for e in entries)
+
+
+def test_a_document_gives_each_short_string_value_one_object_and_forgets_them_after():
+    from rubrics.trajectory.json_text import SHARED_STRING_CHARS, loads
+    long_text = "x" * (SHARED_STRING_CHARS + 1)
+    text = json.dumps([{"content": "ok", "long": long_text}, {"content": "ok", "long": long_text, "n": 1}])
+    first, second = loads(text)
+    assert first["content"] is second["content"] and first["long"] is not second["long"]
+    assert first == {"content": "ok", "long": long_text} and second["n"] == 1
+    assert loads(text)[0]["content"] is not first["content"]   # one table per document, none kept between them
