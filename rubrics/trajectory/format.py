@@ -96,7 +96,7 @@ def _address_from_dict(value: dict) -> str:
     return f"{name} <{address}>" if name and address else address or json.dumps(value)
 
 
-class _Lean(BaseModel):
+class _CompactModel(BaseModel):
     """A model a trajectory holds by the hundred thousand, frozen so that it can drop pydantic's per-instance
     bookkeeping: a set of the fields given (216 bytes) shared between instances given the same declared fields,
     and an empty extras dict (64 bytes) kept as None (pydantic reads None as no extras). A message of short text
@@ -114,7 +114,7 @@ class _Lean(BaseModel):
 _SHARED_FIELD_SETS: dict[frozenset[str], set[str]] = {}
 
 
-class ToolCall(_Lean):
+class ToolCall(_CompactModel):
 
     id: str | None = None
     name: str
@@ -142,7 +142,7 @@ class ToolCall(_Lean):
 _ROLES = {role: role for role in ("system", "developer", "user", "assistant", "tool", "function")}
 
 
-class Message(_Lean):
+class Message(_CompactModel):
 
     role: str
     content: str | None = None

@@ -46,7 +46,7 @@ def test_dump_uses_from_alias_and_leaves_source_out(tmp_path: Path):
 
 def test_messages_share_their_bookkeeping_yet_each_dumps_and_reports_its_own_fields():
     """Messages and tool calls share pydantic's set of given fields between instances given the same declared
-    fields, and keep no empty extras dict (format._Lean): what each reports and dumps must stay its own."""
+    fields, and keep no empty extras dict (format._CompactModel): what each reports and dumps must stay its own."""
     t = load_trajectory({"id": "t", "messages": [
         {"role": "user", "content": "hi"},
         {"role": "assistant", "content": "hi", "tool_calls": [{"id": "c1", "name": "ls", "arguments": {"p": "."}}]},
