@@ -1,13 +1,15 @@
 """int8 x int8 -> int32 products for judge_engine/loading/quantization.py's int8 linear maps, and their dispatch.
 
-The integer products go through ``torch._int_mm`` (oneDNN; int8 x int8 -> int32) where it computes the exact sums.
-It does not everywhere: on CPUs without AVX-512 VNNI / AVX-VNNI / AMX, oneDNN's int8 kernels saturate 16-bit
+The integer products go through ``torch._int_mm`` (oneDNN; int8 x int8 -> int32) where it computes the exact sums
+fast, through the AVX2 kernel of int8_avx2.py where that is faster, else through float32 products. ``_int_mm`` is not
+exact everywhere: on CPUs without AVX-512 VNNI / AVX-VNNI / AMX, oneDNN's int8 kernels saturate 16-bit
 intermediate sums (measured here with ONEDNN_MAX_CPU_ISA=AVX2 or AVX512_CORE: a 1024-term row of 127s came out
 16,385,536 too small, random rows off by 10^5). It is not fast everywhere either: on an AMD EPYC (Zen 3, AVX2) it is
-exact but ran 1-4 GFLOP/s, against 60-100 for float32 products. So the first int8 product of a process probes
-``_int_mm`` on worst-case and random operands against exact int64 sums, and uses it only if every integer matches
-and it outruns the float32 path on a judging step's shape; otherwise (or with JUDGE_ENGINE_INT8_MATMUL=float32) the
-same integers come from float32 matrix products over chunks of at most EXACT_FLOAT32_K terms: each term is at most
+exact but ran 1-4 GFLOP/s, against 60-100 for float32 products. So the first int8 product of a process probes each
+route on worst-case and random operands against exact int64 sums, times the exact ones on a judging step's shape,
+and takes the fastest (JUDGE_ENGINE_INT8_MATMUL=int_mm|avx2|float32 forces one). Every route gives the same
+integers, so the choice changes the speed, never a bit. The float32 route multiplies over chunks of at most
+EXACT_FLOAT32_K terms: each term is at most
 127 * 127 = 16129 in magnitude, so every partial sum of a chunk is an integer below 1024 * 16129 = 16,516,096 < 2^24
 and exact in float32 in any summation order; the chunks are added in int32 (exact below 2^31: K up to 133,143 terms,
 checked when a weight is quantized).
@@ -24,14 +26,15 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from judge_engine.layers import row_tiles
+from judge_engine.layers import int8_avx2, row_tiles
 
 log = logging.getLogger(__name__)
 
 QMAX = 127
 EXACT_FLOAT32_K = 1024              # 1024 * 127 * 127 < 2^24: a chunk's float32 sum is exact in any order
 MAX_INT32_K = (2**31 - 1) // (QMAX * QMAX)  # 133,143 terms: the int32 sum cannot overflow
-MATMUL_ENV = "JUDGE_ENGINE_INT8_MATMUL"  # "auto" (default), "int_mm" or "float32"
+MATMUL_ENV = "JUDGE_ENGINE_INT8_MATMUL"  # "auto" (default), "int_mm", "avx2" or "float32"
+METHODS = ("int_mm", "avx2", "float32")
 
 
 # -- the arithmetic -----------------------------------------------------------------------------------------------
@@ -62,14 +65,16 @@ def quantize_activations(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def int8_matmul(a: torch.Tensor, b: torch.Tensor, method: str | None = None) -> torch.Tensor:
-    """Exact int32 ``a @ b`` of int8 ``a [M, K]`` and ``b [K, N]``; ``method`` "int_mm" or "float32" (None: the
-    process's choice, int8_matmul_method())."""
+    """Exact int32 ``a @ b`` of int8 ``a [M, K]`` and ``b [K, N]`` (every value of ``b`` in [-127, 127]);
+    ``method`` one of METHODS (None: the process's choice, int8_matmul_method())."""
     method = method or int8_matmul_method()
     if method == "int_mm":
         return torch._int_mm(a, b)
+    if method == "avx2":
+        return int8_avx2.matmul(a, b)
     if method == "float32":
         return _float32_exact_mm(a, b)
-    raise ValueError(f"int8 matmul method: expected 'int_mm' or 'float32', got {method!r}")
+    raise ValueError(f"int8 matmul method: expected one of {', '.join(METHODS)}, got {method!r}")
 
 
 def _float32_exact_mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -86,76 +91,96 @@ def _float32_exact_mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 @dataclass(frozen=True)
 class Int8Products:
     """How this process computes int8 products, and why (``rubric model list`` reports it)."""
-    method: str    # "int_mm" or "float32"
+    method: str    # one of METHODS
     reason: str
 
 
 @functools.lru_cache(maxsize=None)
 def int8_products() -> Int8Products:
-    """"int_mm" where torch._int_mm gives exact sums on this machine and is the faster of the two (both probed
-    once), else "float32". Both give the same integers, so the choice changes the speed, never a result."""
+    """The fastest route that gives exact sums on this machine (each probed once); float32 products always do.
+    Every route gives the same integers, so the choice changes the speed, never a result."""
     forced = os.environ.get(MATMUL_ENV, "auto")
-    if forced in ("int_mm", "float32"):
+    if forced in METHODS:
+        usable, reason = probe_exact(forced) if forced != "float32" else (True, "")
+        if not usable:
+            raise RuntimeError(f"${MATMUL_ENV}={forced}: that route is not usable here ({reason})")
         return Int8Products(forced, f"forced by ${MATMUL_ENV}")
     if forced != "auto":
-        raise ValueError(f"${MATMUL_ENV}: expected 'auto', 'int_mm' or 'float32', got {forced!r}")
-    ok, reason = probe_int_mm()
-    if not ok:
-        log.warning("int8: torch._int_mm is not exact on this CPU (%s); using exact float32 products", reason)
-        return Int8Products("float32", f"torch._int_mm is not exact here ({reason})")
-    speeds = probe_speeds()
-    measured = (f"torch._int_mm {speeds['int_mm']:.1f} GFLOP/s, exact float32 products "
-                f"{speeds['float32']:.1f} GFLOP/s")
-    if speeds["int_mm"] < speeds["float32"]:
-        # seen on an AMD EPYC (Zen 3, AVX2, no VNNI): exact, but 1-4 GFLOP/s against 60-100 for float32 products
-        log.warning("int8: torch._int_mm is exact but slow on this CPU (%s); using float32 products", measured)
-        return Int8Products("float32", f"torch._int_mm is exact but slower here ({measured})")
-    return Int8Products("int_mm", f"torch._int_mm is exact and faster here ({measured})")
+        raise ValueError(f"${MATMUL_ENV}: expected 'auto' or one of {', '.join(METHODS)}, got {forced!r}")
+    exact, refused = ["float32"], []
+    for method in ("int_mm", "avx2"):
+        usable, reason = probe_exact(method)
+        if usable:
+            exact.append(method)
+        else:
+            refused.append(f"{method}: {reason}")
+    speeds = probe_speeds(exact)
+    chosen = max(exact, key=speeds.__getitem__)
+    measured = ", ".join(f"{method} {speeds[method]:.1f} GFLOP/s" for method in exact)
+    reason = f"the fastest exact route here ({measured})"
+    if refused:
+        reason += f"; not used: {'; '.join(refused)}"
+    if chosen == "float32":
+        # seen on an AMD EPYC (Zen 3, AVX2) without a C compiler: _int_mm exact at 1-4 GFLOP/s, float32 at 60-100
+        log.warning("int8: no integer route is faster than float32 products on this CPU (%s)", reason)
+    return Int8Products(chosen, reason)
 
 
 def int8_matmul_method() -> str:
     return int8_products().method
 
 
-def probe_speeds(rows: int = 64, depth: int = 1024, cols: int = 1024, repeats: int = 3) -> dict[str, float]:
-    """GFLOP/s of each method on one product of a judging step's shape (best of `repeats`, after a warm-up)."""
+def probe_speeds(methods: list[str], rows: int = 256, depth: int = 1536, cols: int = 1536,
+                 repeats: int = 3) -> dict[str, float]:
+    """GFLOP/s of each method on one product of a judging step's shape (the 1.5B default's hidden size; best of
+    `repeats` after a warm-up). A method whose warm-up took 4x the best time so far is not timed again: it has
+    lost (``_int_mm`` at 5 GFLOP/s on an AVX2-only CPU would add a second to every start-up)."""
     generator = torch.Generator().manual_seed(0)
     a = torch.randint(-QMAX, QMAX + 1, (rows, depth), dtype=torch.int8, generator=generator)
     b = torch.randint(-QMAX, QMAX + 1, (cols, depth), dtype=torch.int8, generator=generator).t()
-    speeds = {}
-    for method in ("int_mm", "float32"):
+
+    def seconds(method: str) -> float:
+        started = time.perf_counter()
         int8_matmul(a, b, method)
-        best = float("inf")
-        for _ in range(repeats):
-            started = time.perf_counter()
-            int8_matmul(a, b, method)
-            best = min(best, time.perf_counter() - started)
-        speeds[method] = 2 * rows * depth * cols / max(best, 1e-9) / 1e9
-    return speeds
+        return time.perf_counter() - started
+
+    times: dict[str, float] = {}
+    for method in methods:
+        warm_up = seconds(method)
+        lost = bool(times) and warm_up > 4 * min(times.values())
+        times[method] = warm_up if lost else min(seconds(method) for _ in range(repeats))
+    return {method: 2 * rows * depth * cols / max(elapsed, 1e-9) / 1e9 for method, elapsed in times.items()}
 
 
-def probe_int_mm() -> tuple[bool, str]:
-    """Whether torch._int_mm computes exact int32 sums here: worst-case (every term +-127 * 127) and random
-    operands, one row and many, against int64 sums."""
-    if not hasattr(torch, "_int_mm"):
+def probe_exact(method: str) -> tuple[bool, str]:
+    """Whether ``method`` computes exact int32 sums here: worst-case (every term +-127 * 127) and random operands,
+    one row and many, against int64 sums; (False, why) where it is missing, fails or is off."""
+    if method == "int_mm" and not hasattr(torch, "_int_mm"):
         return False, "torch has no _int_mm"
+    if method == "avx2" and int8_avx2.kernel().function is None:
+        return False, int8_avx2.kernel().reason
     generator = torch.Generator().manual_seed(0)
     try:
-        for rows, depth, cols in ((1, 1024, 64), (7, 1536, 40), (33, 576, 96), (128, 2048, 64)):
+        for rows, depth, cols in ((1, 1024, 64), (7, 1536, 40), (33, 576, 96), (128, 2048, 64), (5, 1000, 7)):
             full = torch.full((rows, depth), QMAX, dtype=torch.int8)
             weights = torch.randint(-QMAX, QMAX + 1, (cols, depth), dtype=torch.int8, generator=generator)
             weights[0] = QMAX
             weights[1] = -QMAX
             random = torch.randint(-QMAX, QMAX + 1, (rows, depth), dtype=torch.int8, generator=generator)
-            for a in (full, random):
+            for a in (full, random, -full):
                 exact = a.to(torch.int64) @ weights.t().to(torch.int64)
-                got = torch._int_mm(a, weights.t())
+                got = int8_matmul(a, weights.t(), method)
                 if not torch.equal(got.to(torch.int64), exact):
                     error = int((got.to(torch.int64) - exact).abs().max())
                     return False, f"a {rows} x {depth} x {cols} product was off by up to {error}"
     except (RuntimeError, NotImplementedError) as exc:
-        return False, f"torch._int_mm failed: {exc}"
+        return False, f"it failed: {exc}"
     return True, "exact"
+
+
+def probe_int_mm() -> tuple[bool, str]:
+    """Whether torch._int_mm computes exact int32 sums here (probe_exact("int_mm"))."""
+    return probe_exact("int_mm")
 
 
 class Int8Weight(nn.Module):

@@ -11,7 +11,7 @@ class CpuNumerics:
     cpu: str            # the model name and the flags that decide matrix-product speed
     float_dtype: str    # the dtype a CPU engine computes in when none is asked for
     float_reason: str
-    int8_method: str    # "int_mm" (torch._int_mm) or "float32" (exact float32 products of int8 values)
+    int8_method: str    # "int_mm" (torch._int_mm), "avx2" (int8_avx2.c) or "float32" (float32 products of int8s)
     int8_reason: str
 
     def lines(self) -> list[str]:

@@ -37,42 +37,146 @@ def int8_operands(rows: int, depth: int, cols: int, seed: int) -> tuple[torch.Te
     return a, weight.t()  # the engine's layout: an [N, K] weight read transposed
 
 
-@pytest.mark.parametrize("rows, depth, cols", [(1, 64, 48), (7, 1000, 40), (33, 1025, 96), (300, 2500, 24)])
-def test_both_int8_methods_give_the_exact_integer_sums(rows, depth, cols):
-    """The float32 fallback (chunks of EXACT_FLOAT32_K terms, over the 2^24 bound when K > 1024) and the method this
-    machine chose (torch._int_mm only where the probe found it exact) both equal int64 sums."""
+def usable_methods() -> list[str]:
+    """The int8 routes this machine can run exactly (float32 everywhere; int_mm and avx2 where their probes pass)."""
+    return [method for method in int8.METHODS if method == "float32" or int8.probe_exact(method)[0]]
+
+
+@pytest.mark.parametrize("rows, depth, cols", [(1, 64, 48), (7, 1000, 40), (33, 1025, 96), (300, 2500, 24),
+                                               (4, 31, 5), (70, 2080, 7), (2, 4200, 13)])
+def test_every_int8_method_gives_the_exact_integer_sums(rows, depth, cols):
+    """Each route this machine can run (float32 chunks over the 2^24 bound when K > 1024; torch._int_mm where its
+    probe found it exact; the AVX2 kernel with its tiles, column and K tails, and KC blocks) equals int64 sums."""
     a, b = int8_operands(rows, depth, cols, seed=rows + depth)
+    if rows > 1:
+        a[-1] = -128   # the AVX2 kernel takes |-128| as 128 unsigned: still exact
     exact = exact_product(a, b)
-    assert torch.equal(int8_matmul(a, b, "float32"), exact)
+    for method in usable_methods():
+        assert torch.equal(int8_matmul(a, b, method), exact), method
+    assert int8_matmul_method() in usable_methods()
     assert torch.equal(int8_matmul(a, b), exact)
-    assert int8_matmul_method() in ("int_mm", "float32")
-    if int8_matmul_method() == "int_mm":
-        assert torch.equal(int8_matmul(a, b, "int_mm"), int8_matmul(a, b, "float32"))
+
+
+def test_the_avx2_kernel_is_built_where_the_cpu_has_avx2_and_a_c_compiler_is_found():
+    from judge_engine.layers import int8_avx2
+    from judge_engine.loading.cpu_info import host_cpu
+    if "avx2" not in host_cpu().flags or int8_avx2.compiler() is None:
+        pytest.skip("no AVX2 or no C compiler here: the kernel is rightly unavailable")
+    assert int8_avx2.kernel().function is not None, int8_avx2.kernel().reason
+    assert int8.probe_exact("avx2") == (True, "exact")
+
+
+def test_without_a_c_compiler_the_avx2_kernel_is_unavailable_and_says_why(monkeypatch, tmp_path):
+    from judge_engine.layers import int8_avx2
+    monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
+    monkeypatch.setattr(int8_avx2.sysconfig, "get_config_var", lambda name: None)
+    monkeypatch.setenv("PATH", str(tmp_path))   # no cc either
+    monkeypatch.setenv("JUDGE_ENGINE_CACHE", str(tmp_path / "cache"))
+    int8_avx2.kernel.cache_clear()
+    try:
+        found = int8_avx2.kernel()
+        assert found.function is None
+        assert "compiler" in found.reason or "AVX2" in found.reason or "x86-64" in found.reason
+        assert int8.probe_exact("avx2")[0] is False
+        with pytest.raises(RuntimeError, match="unavailable"):
+            int8_avx2.matmul(torch.zeros(1, 32, dtype=torch.int8), torch.zeros(32, 1, dtype=torch.int8))
+    finally:
+        int8_avx2.kernel.cache_clear()
+
+
+def test_a_compiler_that_fails_leaves_the_kernel_unavailable_with_its_message(monkeypatch, tmp_path):
+    from judge_engine.layers import int8_avx2
+    from judge_engine.loading.cpu_info import host_cpu
+    if "avx2" not in host_cpu().flags:
+        pytest.skip("no AVX2: the kernel is refused before any compiler runs")
+    failing = tmp_path / "failing-cc"
+    failing.write_text("#!/bin/sh\necho 'cc: error: broken on purpose' >&2\nexit 3\n")
+    failing.chmod(0o755)
+    monkeypatch.setenv("CC", str(failing))
+    monkeypatch.setenv("JUDGE_ENGINE_CACHE", str(tmp_path / "cache"))
+    int8_avx2.kernel.cache_clear()
+    try:
+        found = int8_avx2.kernel()
+        assert found.function is None and "broken on purpose" in found.reason and "exited 3" in found.reason
+        assert not list((tmp_path / "cache" / "kernels").glob("*.so"))   # nothing half-built is left to load
+    finally:
+        int8_avx2.kernel.cache_clear()
 
 
 @pytest.mark.parametrize("exact, speeds, chosen", [
-    ((True, "exact"), {"int_mm": 130.0, "float32": 40.0}, "int_mm"),     # VNNI: exact and fast
-    ((True, "exact"), {"int_mm": 1.9, "float32": 51.0}, "float32"),      # AMD Zen 3: exact but slow
-    ((False, "off by 10^5"), {"int_mm": 130.0, "float32": 40.0}, "float32"),  # saturating 16-bit sums
+    ({"int_mm": (True, "exact"), "avx2": (True, "exact")}, {"int_mm": 130.0, "avx2": 90.0, "float32": 40.0},
+     "int_mm"),                                                                      # VNNI: _int_mm exact and fast
+    ({"int_mm": (True, "exact"), "avx2": (True, "exact")}, {"int_mm": 1.9, "avx2": 160.0, "float32": 110.0},
+     "avx2"),                                                                        # AMD Zen 3: the AVX2 kernel
+    ({"int_mm": (True, "exact"), "avx2": (False, "no C compiler")}, {"int_mm": 1.9, "float32": 51.0},
+     "float32"),                                                                     # Zen 3 without a compiler
+    ({"int_mm": (False, "off by 10^5"), "avx2": (False, "no AVX2")}, {"int_mm": 130.0, "float32": 40.0},
+     "float32"),                                                                     # saturating 16-bit sums
 ])
-def test_the_int8_method_is_the_faster_of_the_exact_ones(monkeypatch, exact, speeds, chosen):
+def test_the_int8_method_is_the_fastest_of_the_exact_ones(monkeypatch, exact, speeds, chosen):
     monkeypatch.delenv(int8.MATMUL_ENV, raising=False)
-    monkeypatch.setattr(int8, "probe_int_mm", lambda: exact)
-    monkeypatch.setattr(int8, "probe_speeds", lambda: speeds)
+    monkeypatch.setattr(int8, "probe_exact", exact.__getitem__)
+    timed = []
+    monkeypatch.setattr(int8, "probe_speeds", lambda methods: timed.append(list(methods)) or speeds)
     int8.int8_products.cache_clear()
     try:
         assert int8_matmul_method() == chosen
-        assert int8.int8_products().reason   # reported by `rubric model list`
+        assert all(exact[m][0] for m in timed[0] if m != "float32")   # only exact routes are timed
+        reason = int8.int8_products().reason   # reported by `rubric model list`
+        assert "GFLOP/s" in reason
+        assert all(why in reason for usable, why in exact.values() if not usable)
         monkeypatch.setenv(int8.MATMUL_ENV, "int_mm")
         int8.int8_products.cache_clear()
-        assert int8_matmul_method() == "int_mm"   # forced: neither probe decides
+        if exact["int_mm"][0]:
+            assert int8_matmul_method() == "int_mm"   # forced: the speeds do not decide
+        else:
+            with pytest.raises(RuntimeError, match="not usable here"):
+                int8_matmul_method()
+        monkeypatch.setenv(int8.MATMUL_ENV, "bogus")
+        int8.int8_products.cache_clear()
+        with pytest.raises(ValueError, match="expected 'auto' or one of"):
+            int8_matmul_method()
     finally:
         int8.int8_products.cache_clear()
 
 
-def test_the_speed_probe_times_both_methods():
-    speeds = int8.probe_speeds(rows=8, depth=256, cols=64, repeats=1)
-    assert set(speeds) == {"int_mm", "float32"} and all(v > 0 for v in speeds.values())
+def test_the_speed_probe_times_each_method_asked():
+    speeds = int8.probe_speeds(usable_methods(), rows=8, depth=256, cols=64, repeats=1)
+    assert set(speeds) == set(usable_methods()) and all(v > 0 for v in speeds.values())
+
+
+def test_a_route_four_times_slower_at_its_warm_up_is_not_timed_again(monkeypatch):
+    import time as clock
+    calls = {"fast": 0, "slow": 0}
+
+    def fake_matmul(a, b, method):
+        calls[method] += 1
+        clock.sleep(0.001 if method == "fast" else 0.02)
+
+    monkeypatch.setattr(int8, "int8_matmul", fake_matmul)
+    speeds = int8.probe_speeds(["fast", "slow"], rows=4, depth=32, cols=4, repeats=3)
+    assert calls == {"fast": 4, "slow": 1} and speeds["fast"] > speeds["slow"]
+
+
+@pytest.mark.parametrize("method", int8.METHODS)
+def test_int8_scores_are_the_same_bits_whatever_route_is_forced(method, tiny_qwen2, tmp_path, monkeypatch):
+    """The probe's choice changes the speed alone: each route this machine can run, forced, gives the chosen
+    route's scores to the last bit, alone and in a batch."""
+    if method not in usable_methods():
+        pytest.skip(f"{method} is not exact here: {int8.probe_exact(method)[1]}")
+    target = random_prompt(300, 45)
+    others = [random_prompt(400 + i, 5 + (i * 7) % 60) for i in range(20)]
+    chosen = tiny_llm(tiny_qwen2, quantization="int8", cache_dir=tmp_path).score(others[:10] + [target], CHOICES)
+    monkeypatch.setenv(int8.MATMUL_ENV, method)
+    int8.int8_products.cache_clear()
+    try:
+        assert int8_matmul_method() == method
+        llm = tiny_llm(tiny_qwen2, quantization="int8", cache_dir=tmp_path, enable_prefix_caching=False)
+        assert llm.score(others[:10] + [target], CHOICES) == chosen
+        assert llm.score([target], CHOICES)[0] == chosen[-1]
+        assert llm.score(others + [target], CHOICES)[-1] == chosen[-1]
+    finally:
+        int8.int8_products.cache_clear()
 
 
 def test_a_row_is_quantized_from_itself_alone():

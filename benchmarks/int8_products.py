@@ -1,0 +1,73 @@
+"""int8 products on this CPU: each exact route of judge_engine/layers/int8_linear.py against float32 products.
+
+    python benchmarks/int8_products.py [--threads N] [--rounds R] [--rows 64,512,2048]
+
+For the shapes of the default judge's linear maps (Qwen2.5-Coder-1.5B: Q/K/V 1536 -> 2048, o_proj 1536 -> 1536,
+gate/up 1536 -> 17920, down 8960 -> 1536) at each row count (a decode step, a chunk, a full 2048-token step), times
+every route this machine can run exactly (torch._int_mm, the AVX2 kernel, float32 products of the int8 values) and
+a float32 product of float operands (torch.mm: what a float32 engine computes), in rounds that alternate them so
+the machine's drift touches all alike. Prints the CPU, the route the engine's probe chose, GFLOP/s per shape
+(best of the rounds) and each route's total time over all shapes against torch.mm's.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import argparse  # noqa: E402
+import time  # noqa: E402
+
+import torch  # noqa: E402
+
+MAPS = {"qkv": (1536, 2048), "o_proj": (1536, 1536), "gate_up": (1536, 17920), "down": (8960, 1536)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rows", default="64,512,2048")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+
+    from judge_engine.layers import int8_linear
+    from judge_engine.loading.cpu_info import host_cpu
+
+    chosen = int8_linear.int8_products()
+    routes = [m for m in int8_linear.METHODS if m == "float32" or int8_linear.probe_exact(m)[0]]
+    print(f"cpu: {host_cpu().describe()}; {args.threads} threads; load average {os.getloadavg()[0]:.1f}")
+    print(f"engine's choice: {chosen.method} ({chosen.reason})")
+    generator = torch.Generator().manual_seed(0)
+    shapes = [(rows, depth, cols, name) for rows in map(int, args.rows.split(",")) for name, (depth, cols)
+              in MAPS.items()]
+    best: dict[tuple[str, int], float] = {}
+    for _ in range(args.rounds):
+        for index, (rows, depth, cols, _name) in enumerate(shapes):
+            a = torch.randint(-127, 128, (rows, depth), dtype=torch.int8, generator=generator)
+            weight = torch.randint(-127, 128, (cols, depth), dtype=torch.int8, generator=generator)
+            a_float, weight_float = a.float(), weight.float()
+            runs = {route: (lambda r=route: int8_linear.int8_matmul(a, weight.t(), r)) for route in routes}
+            runs["torch.mm float32"] = lambda: torch.mm(a_float, weight_float.t())
+            for route, run in runs.items():
+                run()
+                started = time.perf_counter()
+                run()
+                elapsed = time.perf_counter() - started
+                best[route, index] = min(best.get((route, index), float("inf")), elapsed)
+    names = list(dict.fromkeys(route for route, _ in best))
+    print(f"{'shape (rows x K x N)':<28}" + "".join(f"{name:>18}" for name in names) + "   GFLOP/s, best of rounds")
+    for index, (rows, depth, cols, name) in enumerate(shapes):
+        flops = 2 * rows * depth * cols
+        print(f"{f'{rows} x {depth} x {cols} {name}':<28}"
+              + "".join(f"{flops / best[route, index] / 1e9:>18.1f}" for route in names))
+    baseline = sum(best["torch.mm float32", i] for i in range(len(shapes)))
+    for route in names:
+        total = sum(best[route, i] for i in range(len(shapes)))
+        print(f"{route}: {total:.3f} s over all shapes, {baseline / total:.2f}x torch.mm float32")
+    print(f"load average at the end {os.getloadavg()[0]:.1f}")
+
+
+if __name__ == "__main__":
+    main()
