@@ -222,3 +222,25 @@ def test_piped_progress_lines_from_the_embedded_judge(tiny_judge, capsys):
     progress_lines = [line for line in lines if line.startswith("judging (")]
     assert progress_lines and "% of prompt tokens" in progress_lines[0] and " left" in progress_lines[0]
     assert lines[-1].startswith("judged ")
+
+
+def test_the_embedded_judge_steps_the_cpu_engine_in_small_prompt_budgets_unless_told(tmp_path):
+    """On the CPU the judge's engine takes CPU_STEP_TOKENS per step, so the prompt work of the quickstart's batch
+    (about 1,800 computed tokens) arrives in several steps and the bar moves; an explicit budget, or a CUDA device,
+    keeps its own."""
+    import warnings
+
+    from judge_models import tiny_judge_model
+
+    from rubrics.judges.backends.embedded import CPU_STEP_TOKENS, EmbeddedJudge, engine_defaults
+    from rubrics.judges.fitted.judge_models import UncalibratedJudgeWarning
+
+    assert CPU_STEP_TOKENS < 2048
+    assert engine_defaults({})["max_num_batched_tokens"] == CPU_STEP_TOKENS
+    assert engine_defaults({"max_num_batched_tokens": 4096})["max_num_batched_tokens"] == 4096
+    assert "max_num_batched_tokens" not in engine_defaults({"device": "cuda"})
+    folder = tiny_judge_model(str(tmp_path / "judge-model"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UncalibratedJudgeWarning)
+        judge = EmbeddedJudge(model=str(folder), method="choice")
+    assert judge.llm.engine.config.max_num_batched_tokens == CPU_STEP_TOKENS
