@@ -36,7 +36,7 @@ def main() -> None:
     from judge_engine.loading.cpu_info import host_cpu
 
     chosen = int8_linear.int8_products()
-    routes = [m for m in int8_linear.METHODS if m == "float32" or int8_linear.probe_exact(m)[0]]
+    routes, _ = int8_linear.exact_routes()
     print(f"cpu: {host_cpu().describe()}; {args.threads} threads; load average {os.getloadavg()[0]:.1f}")
     print(f"engine's choice: {chosen.method} ({chosen.reason})")
     generator = torch.Generator().manual_seed(0)

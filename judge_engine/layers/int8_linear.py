@@ -101,19 +101,13 @@ def int8_products() -> Int8Products:
     Every route gives the same integers, so the choice changes the speed, never a result."""
     forced = os.environ.get(MATMUL_ENV, "auto")
     if forced in METHODS:
-        usable, reason = probe_exact(forced) if forced != "float32" else (True, "")
+        usable, reason = probe_exact(forced)
         if not usable:
             raise RuntimeError(f"${MATMUL_ENV}={forced}: that route is not usable here ({reason})")
         return Int8Products(forced, f"forced by ${MATMUL_ENV}")
     if forced != "auto":
         raise ValueError(f"${MATMUL_ENV}: expected 'auto' or one of {', '.join(METHODS)}, got {forced!r}")
-    exact, refused = ["float32"], []
-    for method in ("int_mm", "avx2"):
-        usable, reason = probe_exact(method)
-        if usable:
-            exact.append(method)
-        else:
-            refused.append(f"{method}: {reason}")
+    exact, refused = exact_routes()
     speeds = probe_speeds(exact)
     chosen = max(exact, key=speeds.__getitem__)
     measured = ", ".join(f"{method} {speeds[method]:.1f} GFLOP/s" for method in exact)
@@ -124,6 +118,20 @@ def int8_products() -> Int8Products:
         # seen on an AMD EPYC (Zen 3, AVX2) without a C compiler: _int_mm exact at 1-4 GFLOP/s, float32 at 60-100
         log.warning("int8: no integer route is faster than float32 products on this CPU (%s)", reason)
     return Int8Products(chosen, reason)
+
+
+def exact_routes() -> tuple[list[str], list[str]]:
+    """The routes that compute exact sums here, float32 first (it always does), and why each other one does not."""
+    exact, refused = ["float32"], []
+    for method in METHODS:
+        if method == "float32":
+            continue
+        usable, reason = probe_exact(method)
+        if usable:
+            exact.append(method)
+        else:
+            refused.append(f"{method}: {reason}")
+    return exact, refused
 
 
 def int8_matmul_method() -> str:
@@ -176,11 +184,6 @@ def probe_exact(method: str) -> tuple[bool, str]:
     except (RuntimeError, NotImplementedError) as exc:
         return False, f"it failed: {exc}"
     return True, "exact"
-
-
-def probe_int_mm() -> tuple[bool, str]:
-    """Whether torch._int_mm computes exact int32 sums here (probe_exact("int_mm"))."""
-    return probe_exact("int_mm")
 
 
 class Int8Weight(nn.Module):

@@ -39,7 +39,7 @@ def int8_operands(rows: int, depth: int, cols: int, seed: int) -> tuple[torch.Te
 
 def usable_methods() -> list[str]:
     """The int8 routes this machine can run exactly (float32 everywhere; int_mm and avx2 where their probes pass)."""
-    return [method for method in int8.METHODS if method == "float32" or int8.probe_exact(method)[0]]
+    return int8.exact_routes()[0]
 
 
 @pytest.mark.parametrize("rows, depth, cols", [(1, 64, 48), (7, 1000, 40), (33, 1025, 96), (300, 2500, 24),
@@ -228,10 +228,10 @@ def test_int8_scores_in_their_own_process_with_onednn_capped_at_avx2_are_the_sam
         "sys.path.insert(0, %r)\n"
         "torch.set_num_threads(1)\n"
         "from engine_fixtures import tiny_llm\n"
-        "from judge_engine.layers.int8_linear import int8_matmul_method, probe_int_mm\n"
+        "from judge_engine.layers.int8_linear import int8_matmul_method, probe_exact\n"
         "llm = tiny_llm(%r, quantization='int8', cache_dir=%r)\n"
         "scores = llm.score(json.loads(sys.argv[1]), %r)\n"
-        "print(json.dumps({'scores': scores, 'method': int8_matmul_method(), 'probe': probe_int_mm()}))\n"
+        "print(json.dumps({'scores': scores, 'method': int8_matmul_method(), 'probe': probe_exact('int_mm')}))\n"
     ) % (str(Path(__file__).parent), str(tiny_llama), str(tmp_path / "cache"), CHOICES)
 
     def run(**env) -> dict:

@@ -52,10 +52,10 @@ static inline __attribute__((always_inline)) void tile_rows(const int8_t *a, lon
 }
 
 static void tile(const int8_t *a, long lda, const int8_t *b, long ldb, int32_t *c, long ldc, long rows, long kc) {
-    if (rows == MR)   /* a constant row count per call, so each loop above unrolls into registers */
+    if (rows == MR)   /* a constant row count for whole tiles, so each loop above unrolls into registers */
         tile_rows(a, lda, b, ldb, c, ldc, MR, kc);
-    else
-        tile_rows(a, lda, b, ldb, c, ldc, 1, kc);
+    else              /* the last rows of a block */
+        tile_rows(a, lda, b, ldb, c, ldc, (int)rows, kc);
 }
 
 /* one output column (a row of b) for `rows` rows of a over kc terms (a multiple of 32), added into c */
