@@ -63,7 +63,7 @@ class MergedLinear(nn.Module):
             return
         parts = self._pending
         self._pending = {}
-        if not self.always_fuse and all(t.dtype == self.dtype and t.device == device for t in parts.values()):
+        if all(self.adopts_parts(t.dtype, t.device, device) for t in parts.values()):
             count = len(self.out_sizes)
             self.part_weights = [self._register(f"weight_{i}", parts[(i, "weight")]) for i in range(count)]
             self.part_biases = [
@@ -74,6 +74,11 @@ class MergedLinear(nn.Module):
         self.fused_weight = self._register("weight", self._concat(parts, "weight", device))
         if self.has_bias:
             self.fused_bias = self._register("bias", self._concat(parts, "bias", device))
+
+    def adopts_parts(self, dtype: torch.dtype, device: torch.device, target: torch.device) -> bool:
+        """Whether a checkpoint's parts of ``dtype`` on ``device`` run as they are (one product each) rather than
+        fused into one weight."""
+        return not self.always_fuse and dtype == self.dtype and device == target
 
     def forward(self, x: torch.Tensor) -> list[torch.Tensor]:
         if self.fused_weight is not None:
@@ -97,6 +102,16 @@ class MergedLinear(nn.Module):
         self.part_weights = self.part_biases = None
         self.fused_weight = weight
         self.fused_bias = None if bias is None else self._register("bias", bias)
+
+    def use_part_weights(self, weights: list[nn.Module]) -> None:
+        """Run one product per part with ``weights`` (layers/block_weight.py's BlockWeights of the parts, as a
+        float model runs the parts it adopts); the float weights are dropped, the biases kept."""
+        biases = self.part_biases if self.part_biases is not None else [None] * len(weights)
+        for name in [n for n in self._parameters if n.startswith("weight")]:
+            del self._parameters[name]
+        self.fused_weight = None
+        self.part_weights = nn.ModuleList(weights)
+        self.part_biases = biases
 
     def _converted(self, tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
         if tensor.dtype == self.dtype and tensor.device == device:

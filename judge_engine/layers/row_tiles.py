@@ -44,31 +44,46 @@ def uses_row_tiles(x: torch.Tensor) -> bool:
     return x.device.type == "cpu"
 
 
-def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-    """``F.linear(x, weight, bias)`` for ``x [M, K]``; on the CPU as tiles of ROW_TILE rows in one batched call."""
+def linear(x: torch.Tensor, weight, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """``F.linear(x, weight, bias)`` for ``x [M, K]``; on the CPU as tiles of ROW_TILE rows in one batched call.
+    ``weight``: a float tensor [N, K], or a weight that rebuilds its rows in float (``weight.rows(start, stop,
+    dtype)``, layers/block_weight.py), asked for the same column chunks as a float weight's slices, each rebuilt
+    just before its product."""
     if not uses_row_tiles(x):
-        return F.linear(x, weight, bias)
+        return F.linear(x, _chunk(weight, 0, weight.shape[0], x.dtype, reuse=False), bias)
     count = x.shape[0]
     padded = tiled_rows(count)
     if padded != count or not x.is_contiguous():
         x = F.pad(x, (0, 0, 0, padded - count))  # a fresh contiguous buffer; the zero rows are never read
     tiles = x.view(padded // ROW_TILE, ROW_TILE, x.shape[1])
-    chunk = column_chunk(weight)
-    if chunk >= weight.shape[0]:
-        out = _tiles_times(tiles, weight, bias)
+    chunk = column_chunk(weight, x.dtype)
+    rows = weight.shape[0]
+    if chunk >= rows:
+        out = _tiles_times(tiles, _chunk(weight, 0, rows, x.dtype), bias)
     else:
-        out = torch.empty(tiles.shape[0], ROW_TILE, weight.shape[0], dtype=x.dtype, device=x.device)
-        for start in range(0, weight.shape[0], chunk):
-            stop = start + chunk
-            out[:, :, start:stop] = _tiles_times(tiles, weight[start:stop], None if bias is None else bias[start:stop])
+        out = torch.empty(tiles.shape[0], ROW_TILE, rows, dtype=x.dtype, device=x.device)
+        for start in range(0, rows, chunk):
+            stop = min(start + chunk, rows)
+            out[:, :, start:stop] = _tiles_times(tiles, _chunk(weight, start, stop, x.dtype),
+                                                 None if bias is None else bias[start:stop])
     out = out.view(padded, weight.shape[0])
     return out if padded == count else out[:count]
 
 
-def column_chunk(weight: torch.Tensor) -> int:
-    """Output features per product: about COLUMN_CHUNK_BYTES of the weight, a power of two (at least 64)."""
-    columns = COLUMN_CHUNK_BYTES / (weight.shape[1] * weight.element_size())
+def column_chunk(weight, dtype: torch.dtype) -> int:
+    """Output features per product: about COLUMN_CHUNK_BYTES of the weight in ``dtype`` (a float weight's own),
+    a power of two (at least 64)."""
+    element_size = weight.element_size() if isinstance(weight, torch.Tensor) else dtype.itemsize
+    columns = COLUMN_CHUNK_BYTES / (weight.shape[1] * element_size)
     return max(64, 2 ** round(math.log2(max(columns, 1.0))))
+
+
+def _chunk(weight, start: int, stop: int, dtype: torch.dtype, reuse: bool = True) -> torch.Tensor:
+    """Rows [start, stop) of the weight; a rebuilt chunk is used by one product and dropped, so its buffer is
+    reused by the next (not for the whole weight of a GPU product)."""
+    if isinstance(weight, torch.Tensor):
+        return weight if (start, stop) == (0, weight.shape[0]) else weight[start:stop]
+    return weight.rows(start, stop, dtype, reuse=reuse)
 
 
 def _tiles_times(tiles: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:

@@ -71,9 +71,12 @@ def load_model(
     picks Phi-3's long-rope factors), and the spec reports it. ``quantization`` "int8" or "int8-weights": the
     linear maps run int8 (W8A8) or int8 weights with float activations (W8A32)
     (judge_engine/loading/quantization.py), their weights read from its disk cache or quantized into it now, one
-    checkpoint tensor at a time; a .gguf's float32 weights are then never written (weight_source.py)."""
+    checkpoint tensor at a time; a .gguf's float32 weights are then never written (weight_source.py). A .gguf
+    run on the CPU keeps its linear maps in the file's block formats (loading/gguf_resident.py: the
+    float32 model's results to the bit, at about the file's memory) unless JUDGE_ENGINE_GGUF_WEIGHTS=float32."""
     device = torch.device(device)
-    weights = weight_source(path, cache_dir, float_weights=quantization is None)
+    blocks = quantization is None and _keeps_gguf_blocks(path, device)
+    weights = weight_source(path, cache_dir, float_weights=quantization is None and not blocks)
     folder = weights.folder
     raw, config_source = read_config_json(folder)
     family, architecture = family_for(raw.get("architectures") or [], config_source)
@@ -85,10 +88,24 @@ def load_model(
     with torch.device(device):
         model = model_class(config, dtype=dtype, attention_backend=get_backend(device, attention_backend))
     with torch.no_grad():
-        if quantization is None:
+        if blocks:
+            from judge_engine.loading.gguf_resident import load_gguf_resident
+
+            load_gguf_resident(model, weights)
+        elif quantization is None:
             model.load_weights((tensor.name, tensor.load()) for tensor in weights.tensors())
         else:
             from judge_engine.loading.quantization import load_quantized
 
             model.quantized_from = load_quantized(model, weights, cache_dir, quantization)  # "cache" or "built"
     return model.eval(), ModelSpec.from_config(config)
+
+
+def _keeps_gguf_blocks(path: str | Path, device: torch.device) -> bool:
+    """A .gguf on the CPU: its linear maps stay in their blocks, unless the environment asks for the float32 copy
+    (CUDA reads the float32 conversion, as before)."""
+    from judge_engine.loading.gguf_resident import gguf_weights_choice
+
+    path = Path(path).expanduser()
+    is_gguf = path.is_file() and path.suffix == ".gguf"
+    return is_gguf and device.type == "cpu" and gguf_weights_choice() == "blocks"

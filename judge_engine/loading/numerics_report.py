@@ -1,5 +1,6 @@
-"""What the engine computes with on this CPU, and why: the float dtype it picks when none is asked for, and how
-int8 products are computed (both chosen by probes at start-up; `rubric model list` prints this report)."""
+"""What the engine computes with on this CPU, and why: the float dtype it picks when none is asked for, how int8
+products are computed (both chosen by probes at start-up), and how a GGUF's weights are held (`rubric model list`
+prints this report)."""
 
 from __future__ import annotations
 
@@ -13,11 +14,16 @@ class CpuNumerics:
     float_reason: str
     int8_method: str    # "int_mm" (torch._int_mm), "avx2" (int8_avx2.c) or "float32" (float32 products of int8s)
     int8_reason: str
+    gguf_weights: str = ""   # "blocks" or "float32" (JUDGE_ENGINE_GGUF_WEIGHTS)
+    gguf_reason: str = ""
 
     def lines(self) -> list[str]:
-        return [f"this CPU: {self.cpu}",
-                f"float products: {self.float_dtype} ({self.float_reason})",
-                f"int8 products: {self.int8_method} ({self.int8_reason})"]
+        lines = [f"this CPU: {self.cpu}",
+                 f"float products: {self.float_dtype} ({self.float_reason})",
+                 f"int8 products: {self.int8_method} ({self.int8_reason})"]
+        if self.gguf_weights:
+            lines.append(f"GGUF weights: {self.gguf_weights} ({self.gguf_reason})")
+        return lines
 
 
 def cpu_numerics() -> CpuNumerics:
@@ -26,6 +32,17 @@ def cpu_numerics() -> CpuNumerics:
     from judge_engine.loading.cpu_info import host_cpu
     from judge_engine.loading.dtype_choice import resolve_dtype
 
+    from judge_engine.layers import block_weight
+    from judge_engine.loading.gguf_resident import WEIGHTS_ENV, gguf_weights_choice
+
     dtype = resolve_dtype(None, "cpu")
     products = int8_products()
-    return CpuNumerics(host_cpu().describe(), dtype.dtype, dtype.reason, products.method, products.reason)
+    weights = gguf_weights_choice()
+    if weights == "blocks":
+        rebuilt = block_weight.kernel()
+        how = rebuilt.reason if rebuilt.function else f"rebuilt with torch's operations: {rebuilt.reason}"
+        reason = f"kept in the file's block formats, each chunk rebuilt as it is multiplied; {how}"
+    else:
+        reason = f"a float32 copy written once ({WEIGHTS_ENV}=float32)"
+    return CpuNumerics(host_cpu().describe(), dtype.dtype, dtype.reason, products.method, products.reason, weights,
+                       reason)

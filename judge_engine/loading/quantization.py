@@ -50,7 +50,7 @@ RECIPE = "w8a8-sym-perchannel-pertoken-v1-head-w8a32"
 
 # -- the model's linear maps --------------------------------------------------------------------------------------
 @dataclass
-class _Site:
+class LinearSite:
     name: str          # a stable name in the cache file
     owner: nn.Module
     attribute: str     # the owner's weight attribute; "merged" for a MergedLinear; "logits_head" for the LM head
@@ -66,12 +66,12 @@ class _Site:
         """How many checkpoint tensors feed this map (a merged map's parts: Q, K, V or gate, up)."""
         return len(self.owner.out_sizes) if self.attribute == "merged" else 1
 
-    def install(self, model: nn.Module, weight: Int8Weight) -> None:
+    def install(self, model: nn.Module, weight: nn.Module) -> None:
+        """Make ``weight`` (an Int8Weight, a BlockWeight) this map's weight, dropping the float one."""
         if self.attribute == "merged":
             self.owner.use_weight(weight)
             return
         if self.attribute == "logits_head":
-            weight = DequantizedInt8Weight(weight.qweight, weight.scale)
             model.logits_head = weight
             if model.lm_head is not None:  # untied: the float head is no longer read
                 del model.lm_head
@@ -82,41 +82,41 @@ class _Site:
 
 
 @dataclass(frozen=True)
-class _Feed:
+class SiteFeed:
     """A checkpoint tensor that is (part of) a site's weight: ``part`` is its rows' place in a merged map (None:
     the whole weight, as Phi-3 stores its fused maps)."""
-    site: _Site
+    site: LinearSite
     part: int | None
 
 
-def _sites(model: nn.Module) -> list[_Site]:
+def linear_sites(model: nn.Module) -> list[LinearSite]:
     from judge_engine.models.llama import LlamaAttention, LlamaMLP
     from judge_engine.layers.merged_linear import MergedLinear
 
     sites = []
     for name, module in model.named_modules():
         if isinstance(module, MergedLinear):
-            sites.append(_Site(name, module, "merged"))
+            sites.append(LinearSite(name, module, "merged"))
         elif isinstance(module, LlamaAttention):
-            sites.append(_Site(f"{name}.o_proj", module, "o_weight"))
+            sites.append(LinearSite(f"{name}.o_proj", module, "o_weight"))
         elif isinstance(module, LlamaMLP):
-            sites.append(_Site(f"{name}.down_proj", module, "down_weight"))
-    sites.append(_Site("lm_head", model, "logits_head"))
+            sites.append(LinearSite(f"{name}.down_proj", module, "down_weight"))
+    sites.append(LinearSite("lm_head", model, "logits_head"))
     return sites
 
 
-def _feeds(model: nn.Module, sites: list[_Site]) -> dict[str, _Feed]:
+def site_feeds(model: nn.Module, sites: list[LinearSite]) -> dict[str, SiteFeed]:
     """Checkpoint tensor name -> the site its values go to, from the model's own checkpoint map."""
     by_owner = {(id(site.owner), site.attribute): site for site in sites}
     merged = {id(site.owner): site for site in sites if site.attribute == "merged"}
     feeds = {}
     for name, (owner, attribute, part) in model._checkpoint_targets().items():
         if id(owner) in merged and attribute == "weight":
-            feeds[name] = _Feed(merged[id(owner)], part)
+            feeds[name] = SiteFeed(merged[id(owner)], part)
         elif (id(owner), attribute) in by_owner:
-            feeds[name] = _Feed(by_owner[(id(owner), attribute)], None)
+            feeds[name] = SiteFeed(by_owner[(id(owner), attribute)], None)
     head = "model.embed_tokens.weight" if model.lm_head is None else "lm_head.weight"
-    feeds[head] = _Feed(sites[-1], None)
+    feeds[head] = SiteFeed(sites[-1], None)
     return feeds
 
 
@@ -143,8 +143,8 @@ def load_quantized(model: nn.Module, source: WeightSource, cache_dir: str | Path
     if quantization not in QUANTIZATIONS:
         raise ValueError(f"quantization: expected one of {QUANTIZATIONS}, got {quantization!r}")
     prepare_for_quantization(model)
-    sites = _sites(model)
-    feeds = _feeds(model, sites)
+    sites = linear_sites(model)
+    feeds = site_feeds(model, sites)
     path = quantized_cache_path(source, cache_dir, model)
     cached, origin = _read_cache(path, sites, model), "cache"
     if cached is None:
@@ -158,10 +158,11 @@ def load_quantized(model: nn.Module, source: WeightSource, cache_dir: str | Path
                          path)
     if cached is None:
         raise RuntimeError(f"int8: the cache {path} written now cannot be read back")
-    model.load_weights(_unquantized_tensors(source, set(feeds) | {EMBEDDINGS}))
+    model.load_weights(tensors_besides(source, set(feeds) | {EMBEDDINGS}))
     kind = Int8Weight if quantization == "int8" else DequantizedInt8Weight
     for site in sites:
-        site.install(model, kind(*cached[site.name]))
+        # the LM head's activations stay float either way (RECIPE)
+        site.install(model, (DequantizedInt8Weight if site.attribute == "logits_head" else kind)(*cached[site.name]))
     del model.embed_tokens   # a placeholder until now
     model.embed_tokens = source.lookup_table(EMBEDDINGS)
     # W8A8: no product needs the flat batch padded to row tiles any more (the float LM head pads its own few rows);
@@ -170,7 +171,7 @@ def load_quantized(model: nn.Module, source: WeightSource, cache_dir: str | Path
     return origin
 
 
-def _unquantized_tensors(source: WeightSource, skipped: set[str]):
+def tensors_besides(source: WeightSource, skipped: set[str]):
     """The source's tensors for load_weights, those in ``skipped`` as placeholders of their shape that hold no
     memory (a zero-stride view of one element; they are replaced before any product reads them)."""
     for tensor in source.tensors():
@@ -180,7 +181,7 @@ def _unquantized_tensors(source: WeightSource, skipped: set[str]):
             yield tensor.name, tensor.load()
 
 
-def _build_cache(path: Path, source: WeightSource, sites: list[_Site], feeds: dict[str, _Feed],
+def _build_cache(path: Path, source: WeightSource, sites: list[LinearSite], feeds: dict[str, SiteFeed],
                  model: nn.Module) -> None:
     """Quantize the source's tensors one at a time into the cache file: a merged map's parts wait for each other
     (a layer's few), every finished map is written at its place in the file and dropped. The file is staged beside
@@ -250,7 +251,7 @@ def quantized_cache_path(source: WeightSource, cache_dir: str | Path | None, mod
     return engine_cache_dir(cache_dir) / "quantized" / f"{Path(source.folder).name[:40]}-{key}.safetensors"
 
 
-def _read_cache(path: Path, sites: list[_Site], model: nn.Module) -> dict | None:
+def _read_cache(path: Path, sites: list[LinearSite], model: nn.Module) -> dict | None:
     if not path.is_file():
         return None
     from safetensors import SafetensorError, safe_open

@@ -111,6 +111,24 @@ class GGUFSource:
             return TensorRows(torch.from_numpy(planned.values()))
         return GGUFRows(planned.source, (planned.shape[0], planned.shape[1]))
 
+    def block_rows(self, name: str):
+        """The tensor ``name`` left in its block format (layers/block_weight.py's BlockRows, Q/K rows unpermuted as
+        the float32 conversion does); None where its format has no block reader (loading/gguf_blocks.py)."""
+        from gguf import GGMLQuantizationType
+
+        from judge_engine.loading.gguf import unpermute_rows
+        from judge_engine.loading.gguf_blocks import read_block_rows
+
+        planned = self._planned[name]
+        if len(planned.shape) != 2:
+            return None
+        tensor = planned.source
+        rows = read_block_rows(str(self.gguf_path), int(tensor.data_offset),
+                               GGMLQuantizationType(tensor.tensor_type).name, *planned.shape)
+        if rows is not None and planned.unpermute_heads:   # codes, scales and offsets move with their row
+            rows = rows.with_rows(lambda t: torch.from_numpy(unpermute_rows(t.numpy(), planned.unpermute_heads)))
+        return rows
+
     def fingerprint(self) -> dict[str, Any]:
         return {"gguf_sha256": self.sha256}
 

@@ -58,18 +58,18 @@ def test_every_int8_method_gives_the_exact_integer_sums(rows, depth, cols):
 
 
 def test_the_avx2_kernel_is_built_where_the_cpu_has_avx2_and_a_c_compiler_is_found():
-    from judge_engine.layers import int8_avx2
+    from judge_engine.layers import c_kernels, int8_avx2
     from judge_engine.loading.cpu_info import host_cpu
-    if "avx2" not in host_cpu().flags or int8_avx2.compiler() is None:
+    if "avx2" not in host_cpu().flags or c_kernels.compiler() is None:
         pytest.skip("no AVX2 or no C compiler here: the kernel is rightly unavailable")
     assert int8_avx2.kernel().function is not None, int8_avx2.kernel().reason
     assert int8.probe_exact("avx2") == (True, "exact")
 
 
 def test_without_a_c_compiler_the_avx2_kernel_is_unavailable_and_says_why(monkeypatch, tmp_path):
-    from judge_engine.layers import int8_avx2
+    from judge_engine.layers import c_kernels, int8_avx2
     monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
-    monkeypatch.setattr(int8_avx2.sysconfig, "get_config_var", lambda name: None)
+    monkeypatch.setattr(c_kernels.sysconfig, "get_config_var", lambda name: None)
     monkeypatch.setenv("PATH", str(tmp_path))   # no cc either
     monkeypatch.setenv("JUDGE_ENGINE_CACHE", str(tmp_path / "cache"))
     int8_avx2.kernel.cache_clear()
@@ -85,7 +85,7 @@ def test_without_a_c_compiler_the_avx2_kernel_is_unavailable_and_says_why(monkey
 
 
 def test_a_compiler_that_fails_leaves_the_kernel_unavailable_with_its_message(monkeypatch, tmp_path):
-    from judge_engine.layers import int8_avx2
+    from judge_engine.layers import c_kernels, int8_avx2
     from judge_engine.loading.cpu_info import host_cpu
     if "avx2" not in host_cpu().flags:
         pytest.skip("no AVX2: the kernel is refused before any compiler runs")

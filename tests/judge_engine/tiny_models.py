@@ -215,8 +215,10 @@ def write_tiny_gguf(hf_folder: Path, gguf_path: Path, quant: str = "F32") -> dic
 
     2-D weights are stored as ``quant`` (F32, F16, Q8_0, Q4_0, Q4_1, ...; rows must be multiples of 32
     for the block formats), norms and biases as F32; Q/K rows are permuted for the llama architecture.
+    ``quant`` "Q4_K_M": the K formats gguf-py cannot quantize, as random blocks (random_blocks), V and down
+    maps in Q6_K and the others in Q4_K as llama.cpp's Q4_K_M mixes them (rows must be multiples of 256).
     No tokenizer is embedded. Returns the float32 tensors a correct converter must recover (HF names):
-    the originals passed through the quantization round trip.
+    the originals passed through the quantization round trip (the random blocks' values for Q4_K_M).
     """
     import json
 
@@ -244,7 +246,8 @@ def write_tiny_gguf(hf_folder: Path, gguf_path: Path, quant: str = "F32") -> dic
     writer.add_layer_norm_rms_eps(config["rms_norm_eps"])
     writer.add_bos_token_id(config["bos_token_id"])
     writer.add_eos_token_id(config["eos_token_id"])
-    qtype = gguf.GGMLQuantizationType[quant]
+    qtype = gguf.GGMLQuantizationType["F32" if quant == "Q4_K_M" else quant]
+    rng = np.random.default_rng(0)
     expected = {}
     for name, array in load_file(str(Path(hf_folder) / "model.safetensors")).items():
         array = array.astype(np.float32)
@@ -253,7 +256,12 @@ def write_tiny_gguf(hf_folder: Path, gguf_path: Path, quant: str = "F32") -> dic
             array = permute_rows(array, heads)
         elif arch == "llama" and ".attn_k." in gguf_name:
             array = permute_rows(array, kv_heads)
-        if array.ndim == 2 and qtype != gguf.GGMLQuantizationType.F32:
+        if array.ndim == 2 and quant == "Q4_K_M":
+            kind = "Q6_K" if (".attn_v." in gguf_name or ".ffn_down." in gguf_name) else "Q4_K"
+            stored = random_blocks(kind, array.size // 256, rng).reshape(array.shape[0], -1)
+            writer.add_tensor(gguf_name, stored, raw_dtype=gguf.GGMLQuantizationType[kind])
+            round_trip = gguf.quants.dequantize(stored, gguf.GGMLQuantizationType[kind]).reshape(array.shape)
+        elif array.ndim == 2 and qtype != gguf.GGMLQuantizationType.F32:
             stored = gguf.quants.quantize(array, qtype)
             writer.add_tensor(gguf_name, stored, raw_dtype=qtype)
             round_trip = gguf.quants.dequantize(stored, qtype).reshape(array.shape).astype(np.float32)
@@ -270,6 +278,25 @@ def write_tiny_gguf(hf_folder: Path, gguf_path: Path, quant: str = "F32") -> dic
     writer.write_tensors_to_file()
     writer.close()
     return expected
+
+
+# where each block format keeps its float16 scale fields (d, and m or dmin), in bytes from the block's start
+FLOAT16_FIELDS = {"Q8_0": (0,), "Q4_0": (0,), "Q4_1": (0, 2), "Q5_0": (0,), "Q5_1": (0, 2), "Q4_K": (0, 2),
+                  "Q5_K": (0, 2), "Q6_K": (208,)}
+
+
+def random_blocks(kind: str, count: int, rng) -> "np.ndarray":
+    """``count`` blocks of format ``kind`` with random codes and random finite scales of either sign: uint8
+    [count, bytes per block]."""
+    import gguf
+    import numpy as np
+
+    _, block_bytes = gguf.GGML_QUANT_SIZES[gguf.GGMLQuantizationType[kind]]
+    blocks = rng.integers(0, 256, size=(count, block_bytes), dtype=np.uint8)
+    for start in FLOAT16_FIELDS[kind]:
+        scales = rng.uniform(-0.02, 0.02, size=count).astype(np.float16)
+        blocks[:, start:start + 2] = scales.view(np.uint8).reshape(count, 2)
+    return blocks
 
 
 def _unpermute(array, num_heads):
