@@ -21,7 +21,7 @@ import torch
 from torch import nn
 
 from judge_engine.layers.block_weight import BlockWeight
-from judge_engine.loading.quantization import (EMBEDDINGS, linear_sites, prepare_for_quantization, site_feeds,
+from judge_engine.loading.linear_sites import (EMBEDDINGS, keep_merged_parts_apart, linear_sites, site_feeds,
                                                tensors_besides)
 from judge_engine.loading.weight_source import GGUFSource
 
@@ -48,7 +48,7 @@ def load_gguf_resident(model: nn.Module, source: GGUFSource) -> None:
     feeds = site_feeds(model, sites)
     fused = {id(site.owner): not site.owner.adopts_parts(torch.float32, torch.device("cpu"), torch.device("cpu"))
              for site in sites if site.attribute == "merged"}
-    prepare_for_quantization(model)   # merged maps adopt the placeholders below instead of fusing them
+    keep_merged_parts_apart(model)   # merged maps adopt the placeholders below instead of fusing them
     model.load_weights(tensors_besides(source, set(feeds) | {EMBEDDINGS}))
     parts: dict[str, dict[int, object]] = {}
     for name, feed in feeds.items():
@@ -69,9 +69,4 @@ def load_gguf_resident(model: nn.Module, source: GGUFSource) -> None:
 def _rows_of(source: GGUFSource, name: str):
     """A tensor's BlockRows, or its float32 values where its format has no block reader."""
     rows = source.block_rows(name)
-    if rows is not None:
-        return rows
-    for tensor in source.tensors():
-        if tensor.name == name:
-            return tensor.load().to(torch.float32)
-    raise KeyError(name)
+    return rows if rows is not None else source.tensor_values(name)

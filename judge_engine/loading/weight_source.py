@@ -111,6 +111,10 @@ class GGUFSource:
             return TensorRows(torch.from_numpy(planned.values()))
         return GGUFRows(planned.source, (planned.shape[0], planned.shape[1]))
 
+    def tensor_values(self, name: str) -> torch.Tensor:
+        """The tensor ``name`` dequantized (float32, Q/K rows unpermuted), as ``tensors()`` reads it."""
+        return torch.from_numpy(self._planned[name].values())
+
     def block_rows(self, name: str):
         """The tensor ``name`` left in its block format (layers/block_weight.py's BlockRows, Q/K rows unpermuted as
         the float32 conversion does); None where its format has no block reader (loading/gguf_blocks.py)."""

@@ -75,9 +75,10 @@ def register(subparsers) -> None:
     parser.add_argument("--method", choices=METHOD_NAMES,
                         help="verdict method for judge items that name none (default: the judge model's own)")
     parser.add_argument("--quantization", choices=QUANTIZATIONS,
-                        help="embedded judge on the CPU: int8 linear maps (faster, a third of the memory) or "
-                             "int8-weights (int8 weights times float activations: the memory, not the speed); a "
-                             "calibration must be fitted for either")
+                        help="embedded judge on the CPU: int8 linear maps (faster where the CPU has fast integer "
+                             "products, less accurate) or int8-weights (int8 weights times float activations); a "
+                             "calibration must be fitted for either. Without it a GGUF judge keeps its own blocks: "
+                             "float32's verdicts at about the file's memory")
     parser.add_argument("--send-key-to-rubric-urls", action="store_true",
                         help="send the API key ($RUBRICS_OPENAI_API_KEY or $OPENAI_API_KEY) to the openai:URL panel "
                              "members a rubric names too (default: only to --base-url's server and members you name)")

@@ -10,7 +10,7 @@ import torch
 from tiny_models import embedded_model, random_blocks, run_chunks, save_tiny_checkpoint, write_tiny_gguf  # noqa: F401
 
 from judge_engine.layers import block_weight, c_kernels, row_tiles
-from judge_engine.layers.block_weight import BlockWeight
+from judge_engine.layers.block_weight import BlockRows, BlockWeight
 from judge_engine.loading.gguf_blocks import READERS, read_block_rows
 from judge_engine.loading.gguf_resident import WEIGHTS_ENV
 from judge_engine.loading.weight_source import GGUFRows
@@ -108,6 +108,7 @@ def tiny_gguf(tmp_path, family: str, quant: str, **overrides):
     ("llama", "Q4_0", {"intermediate_size": 128}),
     ("qwen2", "Q8_0", {"intermediate_size": 128}),
     ("qwen3", "Q5_1", {"intermediate_size": 128}),
+    ("llama", "F16", {"intermediate_size": 128}),   # no block reader: each map held dequantized, as a float32 part
     # the default judge's mix (Q4_K with V and down maps in Q6_K), in a model 256 wide: a fused QKV map whose
     # parts come in two formats, permuted Q/K rows, gate and up run apart as the float model runs them
     ("llama", "Q4_K_M", {"hidden_size": 256, "intermediate_size": 256, "head_dim": 64}),
@@ -125,6 +126,7 @@ def test_a_gguf_model_keeps_its_blocks_and_gives_the_float32_logits_to_the_bit(t
     assert not (folder / "model.safetensors").exists()    # no float32 copy on disk
     assert isinstance(model.embed_tokens, GGUFRows)
     weights = [m for m in model.modules() if isinstance(m, BlockWeight)]   # per layer QKV, O, gate, up, down
+    assert all(isinstance(part, BlockRows) == (quant != "F16") for w in weights for part in w.parts)
     assert len(weights) == 2 * 5 + 1 and not any(p.dtype == torch.float32 and p.dim() == 2 for p in model.parameters())
     for got, want in zip(run_chunks(model, spec, PROMPTS, CHUNKS), expected):
         assert torch.equal(got, want)
