@@ -46,10 +46,12 @@ def load_gguf_resident(model: nn.Module, source: GGUFSource) -> None:
     started = time.perf_counter()
     sites = linear_sites(model)
     feeds = site_feeds(model, sites)
+    # the float model's choice: a GGUF's tensors reach it as float32 CPU tensors
     fused = {id(site.owner): not site.owner.adopts_parts(torch.float32, torch.device("cpu"), torch.device("cpu"))
              for site in sites if site.attribute == "merged"}
     keep_merged_parts_apart(model)   # merged maps adopt the placeholders below instead of fusing them
-    model.load_weights(tensors_besides(source, set(feeds) | {EMBEDDINGS}))
+    dtype = next(model.parameters()).dtype
+    model.load_weights(tensors_besides(source, set(feeds) | {EMBEDDINGS}, dtype))
     parts: dict[str, dict[int, object]] = {}
     for name, feed in feeds.items():
         parts.setdefault(feed.site.name, {})[0 if feed.part is None else feed.part] = _rows_of(source, name)
@@ -61,6 +63,7 @@ def load_gguf_resident(model: nn.Module, source: GGUFSource) -> None:
             site.install(model, BlockWeight(weights))
     del model.embed_tokens   # a placeholder until now
     model.embed_tokens = source.lookup_table(EMBEDDINGS)
+    model.embed_tokens.dtype = dtype
     resident = sum(module.nbytes() for module in model.modules() if isinstance(module, BlockWeight))
     log.info("gguf: %d linear maps left in their blocks (%.2f GB resident) in %.1fs", len(sites), resident / 1e9,
              time.perf_counter() - started)

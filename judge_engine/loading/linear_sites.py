@@ -97,11 +97,12 @@ def keep_merged_parts_apart(model: nn.Module) -> None:
 EMBEDDINGS = "model.embed_tokens.weight"
 
 
-def tensors_besides(source: WeightSource, skipped: set[str]):
+def tensors_besides(source: WeightSource, skipped: set[str], dtype: torch.dtype = torch.float32):
     """The source's tensors for load_weights, those in ``skipped`` as placeholders of their shape that hold no
-    memory (a zero-stride view of one element; they are replaced before any product reads them)."""
+    memory (a zero-stride view of one element, in the model's ``dtype`` so that it is adopted, not converted into a
+    full copy; they are replaced before any product reads them)."""
     for tensor in source.tensors():
         if tensor.name in skipped:
-            yield tensor.name, torch.empty((), dtype=torch.float32).expand(tensor.shape)
+            yield tensor.name, torch.empty((), dtype=dtype).expand(tensor.shape)
         else:
             yield tensor.name, tensor.load()

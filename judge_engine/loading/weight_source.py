@@ -32,9 +32,10 @@ class TensorRows:
     def __init__(self, table: torch.Tensor):
         self.table = table
         self.shape = table.shape
+        self.dtype = torch.float32   # of the rows returned: the model's (a float model's table is converted so)
 
     def rows(self, ids: torch.Tensor) -> torch.Tensor:
-        return torch.nn.functional.embedding(ids, self.table).to(torch.float32)
+        return torch.nn.functional.embedding(ids, self.table).to(torch.float32).to(self.dtype)
 
 
 class GGUFRows:
@@ -45,6 +46,7 @@ class GGUFRows:
     def __init__(self, source: Any, shape: tuple[int, int]):
         self.source = source      # gguf.py IndexedTensor: its data maps the file, one row of bytes per table row
         self.shape = torch.Size(shape)
+        self.dtype = torch.float32   # of the rows returned (float32 rounded once to it, as a converted table is)
 
     def rows(self, ids: torch.Tensor) -> torch.Tensor:
         from gguf import GGMLQuantizationType, dequantize
@@ -53,7 +55,7 @@ class GGUFRows:
         raw = self.source.data[unique.numpy()]
         values = dequantize(raw, GGMLQuantizationType(self.source.tensor_type)).reshape(len(unique), self.shape[1])
         table = torch.from_numpy(values.astype("float32", copy=False))
-        return table[inverse].reshape(*ids.shape, self.shape[1])
+        return table[inverse].reshape(*ids.shape, self.shape[1]).to(self.dtype)
 
 
 class SafetensorsSource:

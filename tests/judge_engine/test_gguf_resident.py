@@ -132,6 +132,20 @@ def test_a_gguf_model_keeps_its_blocks_and_gives_the_float32_logits_to_the_bit(t
         assert torch.equal(got, want)
 
 
+def test_a_bfloat16_model_in_its_blocks_gives_the_bfloat16_logits_of_the_float32_copy(tmp_path, monkeypatch):
+    """bfloat16 (the CPU's choice where it has AMX): each rebuilt chunk rounded as the float32 copy is on loading,
+    the merged maps fused as that copy fuses them."""
+    gguf_path = tiny_gguf(tmp_path, "qwen2", "Q4_K_M", hidden_size=256, intermediate_size=256)
+    monkeypatch.setenv(WEIGHTS_ENV, "float32")
+    reference, spec = load_model(gguf_path, torch.bfloat16, "cpu", cache_dir=tmp_path / "float32")
+    expected = run_chunks(reference, spec, PROMPTS, CHUNKS, dtype=torch.bfloat16)
+    monkeypatch.delenv(WEIGHTS_ENV)
+    model, _ = load_model(gguf_path, torch.bfloat16, "cpu", cache_dir=tmp_path / "blocks")
+    assert any(isinstance(m, BlockWeight) for m in model.modules())
+    for got, want in zip(run_chunks(model, spec, PROMPTS, CHUNKS, dtype=torch.bfloat16), expected):
+        assert torch.equal(got, want)
+
+
 def test_the_environment_chooses_the_float32_copy_and_refuses_a_wrong_value(tmp_path, monkeypatch):
     gguf_path = tiny_gguf(tmp_path, "qwen2", "Q8_0", intermediate_size=128)
     monkeypatch.setenv(WEIGHTS_ENV, "float32")
