@@ -10,14 +10,15 @@ addition), so a rebuilt row is the float32 conversion's row to the bit.
 ``BlockWeight`` is one linear map: its row ranges (a merged map's parts may come in different formats). The CPU
 product (layers/row_tiles.py) asks it for the same column chunks that it reads of a float32 weight and multiplies
 them with the same calls, so the map's output is the float32 model's output to the bit, at about the memory of the
-GGUF file (a 1.5B Q4_K_M model: 1.4 GB resident against 6.2 GB of float32) and a small cost per chunk (the chunk's
-codes are turned into floats while the product of the previous chunk left them in cache).
+GGUF file (a 1.5B Q4_K_M model: 1.4 GB resident against 6.2 GB of float32), at the cost of rebuilding each chunk
+once per product (0-10% of a judging step, about a third of a decode step: docs/benchmarks.md).
 """
 
 from __future__ import annotations
 
 import ctypes
 import functools
+import math
 import os
 import threading
 from dataclasses import dataclass
@@ -35,9 +36,7 @@ _scratch = threading.local()
 def scratch(name: str, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
     """A buffer of ``shape`` reused by this thread from one chunk to the next: a fresh allocation of a few MB per
     chunk costs its page faults every time (measured: about half of the rebuilding's cost)."""
-    size = 1
-    for extent in shape:
-        size *= extent
+    size = math.prod(shape)
     buffer = getattr(_scratch, name, None)
     if buffer is None or buffer.numel() < size or buffer.dtype != dtype:
         buffer = torch.empty(size, dtype=dtype)

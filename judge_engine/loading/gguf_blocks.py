@@ -6,7 +6,8 @@ the same bit fields become the codes, and the same float32 products (``d * sc``,
 and offsets, so that ``code * scale + offset`` is gguf-py's value to the bit. Where gguf-py subtracts (``d * q -
 dm``) the offset is stored negated (IEEE addition of a negated value is the subtraction, signed zeros included);
 where it shifts the codes (``d * (q - 8)``), the shift is kept and applied to the codes (folding it into an offset
-would turn gguf-py's -0.0 into +0.0 where d is negative). tests/judge_engine/test_gguf_blocks.py checks each reader against gguf-py on random blocks.
+would turn gguf-py's -0.0 into +0.0 where d is negative). tests/judge_engine/test_gguf_resident.py checks each
+reader against gguf-py on random blocks.
 
 A format without a reader here (Q2_K, Q3_K, the IQ formats, F16, ...) returns None: its tensor is held dequantized.
 """

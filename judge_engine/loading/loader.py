@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from judge_engine.layers.attention.backend import get_backend
-from judge_engine.loading.weight_source import weight_source
+from judge_engine.loading.weight_source import is_gguf_file, weight_source
 from judge_engine.models.config import read_config_json
 from judge_engine.models.registry import family_for
 
@@ -106,6 +106,4 @@ def _keeps_gguf_blocks(path: str | Path, device: torch.device) -> bool:
     (CUDA reads the float32 conversion, as before)."""
     from judge_engine.loading.gguf_resident import gguf_weights_choice
 
-    path = Path(path).expanduser()
-    is_gguf = path.is_file() and path.suffix == ".gguf"
-    return is_gguf and device.type == "cpu" and gguf_weights_choice() == "blocks"
+    return is_gguf_file(path) and device.type == "cpu" and gguf_weights_choice() == "blocks"

@@ -14,25 +14,22 @@ class CpuNumerics:
     float_reason: str
     int8_method: str    # "int_mm" (torch._int_mm), "avx2" (int8_avx2.c) or "float32" (float32 products of int8s)
     int8_reason: str
-    gguf_weights: str = ""   # "blocks" or "float32" (JUDGE_ENGINE_GGUF_WEIGHTS)
-    gguf_reason: str = ""
+    gguf_weights: str   # "blocks" or "float32" (JUDGE_ENGINE_GGUF_WEIGHTS)
+    gguf_reason: str
 
     def lines(self) -> list[str]:
-        lines = [f"this CPU: {self.cpu}",
-                 f"float products: {self.float_dtype} ({self.float_reason})",
-                 f"int8 products: {self.int8_method} ({self.int8_reason})"]
-        if self.gguf_weights:
-            lines.append(f"GGUF weights: {self.gguf_weights} ({self.gguf_reason})")
-        return lines
+        return [f"this CPU: {self.cpu}",
+                f"float products: {self.float_dtype} ({self.float_reason})",
+                f"int8 products: {self.int8_method} ({self.int8_reason})",
+                f"GGUF weights: {self.gguf_weights} ({self.gguf_reason})"]
 
 
 def cpu_numerics() -> CpuNumerics:
     """Runs the probes the engine runs (a fraction of a second, once per process)."""
+    from judge_engine.layers import block_weight
     from judge_engine.layers.int8_linear import int8_products
     from judge_engine.loading.cpu_info import host_cpu
     from judge_engine.loading.dtype_choice import resolve_dtype
-
-    from judge_engine.layers import block_weight
     from judge_engine.loading.gguf_resident import WEIGHTS_ENV, gguf_weights_choice
 
     dtype = resolve_dtype(None, "cpu")

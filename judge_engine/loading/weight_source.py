@@ -142,11 +142,15 @@ class GGUFSource:
 WeightSource = SafetensorsSource | GGUFSource
 
 
+def is_gguf_file(path: str | Path) -> bool:
+    return Path(path).expanduser().is_file() and Path(path).suffix == ".gguf"
+
+
 def weight_source(path: str | Path, cache_dir: str | Path | None = None, float_weights: bool = True) -> WeightSource:
     """The source of the model at ``path`` (an HF folder or a .gguf file). A .gguf's metadata is converted once into
     a cached folder (config.json, tokenizer); with ``float_weights`` its float32 safetensors too, read from there."""
     path = Path(path).expanduser()
-    if path.is_file() and path.suffix == ".gguf":
+    if is_gguf_file(path):
         from judge_engine.loading.gguf import converted_folder, file_sha256
 
         sha256 = file_sha256(path.resolve(), cache_dir)
