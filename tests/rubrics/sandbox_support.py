@@ -29,3 +29,24 @@ def _bwrap_works() -> str | None:
 
 BWRAP_MISSING = _bwrap_works()
 needs_bwrap = pytest.mark.skipif(BWRAP_MISSING is not None, reason=BWRAP_MISSING or "")
+
+# The example tasks' Dockerfiles start FROM this image; CI, which reaches no image registry, builds a local one.
+DOCKER_BASE = "python:3.11-slim"
+
+
+def _docker_works() -> str | None:
+    if shutil.which("docker") is None:
+        return "docker not installed; .ci/run installs it and starts a daemon"
+    try:
+        probe = subprocess.run(["docker", "image", "inspect", "--format", "{{.Id}}", DOCKER_BASE],
+                               capture_output=True, text=True, timeout=30)
+    except subprocess.TimeoutExpired:
+        return "no Docker daemon answered within 30s"
+    if probe.returncode != 0:
+        return (f"no Docker daemon, or no {DOCKER_BASE} image, here ({probe.stderr.strip()[:160]}); "
+                ".ci/run starts a daemon and builds the image with .ci/docker-base-image")
+    return None
+
+
+DOCKER_MISSING = _docker_works()
+needs_docker = pytest.mark.skipif(DOCKER_MISSING is not None, reason=DOCKER_MISSING or "")

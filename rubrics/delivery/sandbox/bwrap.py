@@ -1,7 +1,7 @@
 """The bubblewrap runtime: no network, a read-only system, the workspace the only lasting writable place.
 
-As root, bwrap mounts as root and the trampoline drops grade.sh to a uid of its own per concurrent
-slot (SANDBOX_UID_BASE + slot), which makes the process limit (RLIMIT_NPROC) hold: the kernel
+As root, bwrap mounts as root and the trampoline drops grade.sh to a uid that no other grading on the machine
+holds meanwhile (uid_lease.py), which makes the process limit (RLIMIT_NPROC) hold: the kernel
 does not apply it to root, nor in a user namespace that root created. Unprivileged, bwrap makes a
 user namespace and the limit counts the caller's own processes too, so it is raised by their number.
 
@@ -40,8 +40,8 @@ from rubrics.delivery.sandbox.process import run_bounded
 from rubrics.delivery.sandbox.result_channel import ResultChannel
 from rubrics.delivery.sandbox.seccomp import filter_fd, no_userns_filter
 from rubrics.delivery.sandbox.trampoline import SOURCE
+from rubrics.delivery.sandbox.uid_lease import leased_uid
 
-SANDBOX_UID_BASE = 1_950_000_000   # far above any uid a system hands out, so no real user shares it
 _SYSTEM_LINKS = ("/bin", "/lib", "/lib64", "/lib32", "/libx32", "/sbin")
 _ETC_FILES = ("/etc/ld.so.cache", "/etc/localtime", "/etc/alternatives")
 
@@ -61,8 +61,17 @@ class BwrapSandbox:
         self.size_tmp = "--size" in self.options and not (setuid and os.geteuid() != 0)
 
     def run(self, request: SandboxRequest, limits: SandboxLimits) -> SandboxOutcome:
-        privileged = os.geteuid() == 0
-        uid = SANDBOX_UID_BASE + request.slot if privileged else -1
+        if os.geteuid() != 0:
+            return self._run(request, limits, -1)
+        try:
+            with leased_uid(request.slot) as uid:
+                return self._run(request, limits, uid)
+        except (SandboxUnavailable, OSError) as exc:
+            return SandboxOutcome(None, False, 0.0, "", None, f"no sandbox uid: {exc}")
+
+    def _run(self, request: SandboxRequest, limits: SandboxLimits, uid: int) -> SandboxOutcome:
+        """`uid`: grade.sh's, leased for this run; -1 when not root (bwrap then makes a user namespace)."""
+        privileged = uid >= 0
         if privileged:
             _give_to(uid, request.workspace, request.report_dir)
         nproc = limits.processes if privileged else limits.processes + _own_processes()

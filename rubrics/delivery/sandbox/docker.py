@@ -1,22 +1,44 @@
 """The Docker runtime: the task's Dockerfile built into an image, grade.sh run in a container without network.
 
-The workspace, hidden tests, task folder and report folder are mounted as in the bubblewrap runtime;
-memory and process limits are the container's (--memory, --pids-limit); at the end the container is
-removed with everything in it. Needs a reachable Docker daemon.
+The workspace, hidden tests, task folder and report folder are mounted as in the bubblewrap runtime, and the
+image's own files are read-only (`--read-only`; /tmp is a tmpfs), as bubblewrap's are; memory and process limits
+are the container's (--memory, --pids-limit), and a container the kernel killed for its memory is read back as
+such. At the end the container is removed with everything in it. Needs a reachable Docker daemon.
+
+grade.sh's pytest runs the harness's result-channel plugin here too (result_channel*.py): this `rubrics` package
+is mounted read-only into the image's site-packages (found once per image by asking its `python`), the channel's
+write end is a named pipe in a folder mounted read-only, and the key arrives as the container's standard input;
+a short entry shell moves both to descriptors 3 and 4 before grade.sh starts, so grade.sh reads no key and the
+plugin gets them as under bubblewrap. An image without a Python of at least 3.9 runs grade.sh without the plugin.
 """
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import subprocess
+import tempfile
 import uuid
+from pathlib import Path
 
+import rubrics
 from rubrics.delivery.sandbox.base import GRADER, REPO, REPORT, SEALED_TESTS, TASK, SandboxOutcome, SandboxRequest, \
     SandboxUnavailable, environment
 from rubrics.delivery.sandbox.limits import SandboxLimits
 from rubrics.delivery.sandbox.process import run_bounded
+from rubrics.delivery.sandbox.result_channel import ResultChannel
 
 BUILD_TIMEOUT_S = 1800
+PROBE_TIMEOUT_S = 120
+CHANNEL_DIR = "/rubric-channel"
+CHANNEL_FIFO = "results"
+KEY_FD, CHANNEL_FD = 3, 4
+# The entry shell: the key (standard input) to descriptor 3, the channel's pipe to 4, grade.sh's input empty.
+ENTRY = f'exec {KEY_FD}<&0 {CHANNEL_FD}>{CHANNEL_DIR}/{CHANNEL_FIFO} </dev/null; exec "$0"'
+# Where the image's python finds packages under `python -I`: the first site directory on its path.
+SITE_PROBE = ("import sys\n"
+              "assert sys.version_info >= (3, 9)\n"
+              "print(next(p for p in sys.path if p.endswith(('site-packages', 'dist-packages'))))")
 
 
 class DockerSandbox:
@@ -36,6 +58,7 @@ class DockerSandbox:
                                      "use --runtime bwrap")
         self.docker = found
         self._images: dict[str, str] = {}
+        self._site_dirs: dict[str, str | None] = {}
 
     def image_for(self, request: SandboxRequest) -> str:
         if request.task_id not in self._images:
@@ -48,36 +71,78 @@ class DockerSandbox:
             self._images[request.task_id] = tag
         return self._images[request.task_id]
 
+    def site_dir(self, image: str) -> str | None:
+        """The image's site-packages for the plugin, or None where its python is missing or older than 3.9."""
+        if image not in self._site_dirs:
+            try:
+                probe = subprocess.run([self.docker, "run", "--rm", "--network", "none", "--entrypoint", "python",
+                                        image, "-I", "-c", SITE_PROBE], capture_output=True, text=True,
+                                       timeout=PROBE_TIMEOUT_S)
+                found = probe.stdout.strip() if probe.returncode == 0 else ""
+            except (subprocess.TimeoutExpired, OSError):
+                found = ""
+            self._site_dirs[image] = found if found.startswith("/") and "\n" not in found else None
+        return self._site_dirs[image]
+
     def run(self, request: SandboxRequest, limits: SandboxLimits) -> SandboxOutcome:
         try:
             image = self.image_for(request)
+            site_dir = self.site_dir(image)
         except (SandboxUnavailable, subprocess.TimeoutExpired, OSError) as exc:
             return SandboxOutcome(None, False, 0.0, "", None, str(exc))
         name = f"rubric-grade-{uuid.uuid4().hex[:12]}"
-        argv = docker_run_arguments(self.docker, image, name, request, limits)
-        outcome = run_bounded(lambda _fd: argv, limits.wall_s, limits.log_bytes,
-                              on_timeout=lambda: self._remove(name))
-        self._remove(name)
+        folder = Path(tempfile.mkdtemp(prefix="rubric-channel-"))
+        os.chmod(folder, 0o711)   # the container's user may pass through to the pipe; nobody may list the folder
+        channel = ResultChannel(folder / CHANNEL_FIFO) if site_dir is not None else None
+        try:
+            argv = docker_run_arguments(self.docker, image, name, request, limits,
+                                        None if channel is None else (folder, site_dir, channel))
+            outcome = run_bounded(lambda _fd: argv, limits.wall_s, limits.log_bytes,
+                                  on_timeout=lambda: self._remove(name),
+                                  stdin_data=b"" if channel is None else channel.keys)
+            killed = self._oom_killed(name)
+            self._remove(name)
+        finally:
+            log = channel.collect() if channel is not None else None
+            shutil.rmtree(folder, ignore_errors=True)
         error = None
         if outcome.exit_code is not None and outcome.exit_code in (125, 126) and not outcome.timed_out:
             error = f"docker run failed with {outcome.exit_code}"
         return SandboxOutcome(exit_code=None if error else outcome.exit_code, timed_out=outcome.timed_out,
                               wall_s=outcome.wall_s, log_tail=outcome.log_tail, left_processes=None,
-                              sandbox_error=error, summaries=tuple(outcome.summaries))
+                              sandbox_error=error, memory_killed=killed, summaries=tuple(outcome.summaries),
+                              channel=log)
+
+    def _oom_killed(self, name: str) -> bool:
+        try:
+            shown = subprocess.run([self.docker, "inspect", "--format", "{{.State.OOMKilled}}", name],
+                                   capture_output=True, text=True, timeout=60)
+        except (subprocess.TimeoutExpired, OSError):
+            return False
+        return shown.stdout.strip() == "true"
 
     def _remove(self, name: str) -> None:
         subprocess.run([self.docker, "rm", "-f", name], capture_output=True, timeout=60)
 
 
-def docker_run_arguments(docker: str, image: str, name: str, request: SandboxRequest,
-                         limits: SandboxLimits) -> list[str]:
-    argv = [docker, "run", "--rm", "--name", name, "--network", "none", "--memory", f"{limits.memory_mb}m",
+def docker_run_arguments(docker: str, image: str, name: str, request: SandboxRequest, limits: SandboxLimits,
+                         channel: tuple[Path, str, ResultChannel] | None = None) -> list[str]:
+    """`channel`: the host folder holding the channel's pipe, the image's site-packages and the channel."""
+    argv = [docker, "run", "--name", name, "--network", "none", "--memory", f"{limits.memory_mb}m",
             "--memory-swap", f"{limits.memory_mb}m", "--pids-limit", str(limits.processes), "--cap-drop", "ALL",
-            "--security-opt", "no-new-privileges", "--tmpfs", f"/tmp:rw,exec,size={limits.tmp_mb}m",
+            "--security-opt", "no-new-privileges", "--read-only", "--tmpfs", f"/tmp:rw,exec,size={limits.tmp_mb}m",
             "-v", f"{request.workspace}:{REPO}", "-v", f"{request.sealed_tests}:{SEALED_TESTS}:ro",
             "-v", f"{request.task_dir}:{TASK}:ro", "-v", f"{request.report_dir}:{REPORT}", "-w", REPO]
     if (request.task_dir / "solution.patch").exists():
         argv += ["-v", f"/dev/null:{TASK}/solution.patch:ro"]
-    for key, value in environment().items():
+    variables = environment()
+    if channel is not None:
+        folder, site_dir, results = channel
+        package = os.path.dirname(os.path.abspath(rubrics.__file__))
+        argv += ["-i", "-v", f"{folder}:{CHANNEL_DIR}:ro", "-v", f"{package}:{site_dir}/rubrics:ro"]
+        variables.update(results.environment(channel_fd=CHANNEL_FD, key_fd=KEY_FD))
+    for key, value in variables.items():
         argv += ["-e", f"{key}={value}"]
-    return argv + [image, f"{TASK}/{GRADER}"]
+    if channel is None:
+        return argv + ["--entrypoint", f"{TASK}/{GRADER}", image]
+    return argv + ["--entrypoint", "/bin/sh", image, "-c", ENTRY, f"{TASK}/{GRADER}"]

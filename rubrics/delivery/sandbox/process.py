@@ -81,11 +81,12 @@ def _drain(fd: int, tail: _Tail) -> None:
 
 
 def run_bounded(argv_for, wall_s: float, log_bytes: int, *, env: dict[str, str] | None = None,
-                on_timeout=None, extra_fds: tuple[int, ...] = ()) -> ProcessOutcome:
+                on_timeout=None, extra_fds: tuple[int, ...] = (), stdin_data: bytes = b"") -> ProcessOutcome:
     """argv_for(status_fd) -> argv: the command, told which descriptor carries the trampoline's status line.
 
     `on_timeout`, when given, is called before the process group is killed (docker stops its container).
-    `extra_fds` are passed on too (the seccomp filter bwrap reads).
+    `extra_fds` are passed on too (the seccomp filter bwrap reads). `stdin_data` is the whole of the command's
+    standard input (a few hundred bytes at most: the result channel's keys for a container), else it reads none.
     """
     out_r, out_w = os.pipe()
     status_r, status_w = os.pipe()
@@ -93,14 +94,17 @@ def run_bounded(argv_for, wall_s: float, log_bytes: int, *, env: dict[str, str] 
     tail = _Tail(log_bytes)
     started = time.monotonic()
     try:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out_w, stderr=out_w, env=env,
-                                pass_fds=(status_w, *extra_fds), start_new_session=True, close_fds=True)
+        proc = subprocess.Popen(argv, stdin=subprocess.PIPE if stdin_data else subprocess.DEVNULL, stdout=out_w,
+                                stderr=out_w, env=env, pass_fds=(status_w, *extra_fds), start_new_session=True,
+                                close_fds=True)
     except OSError as exc:
         for fd in (out_r, out_w, status_r, status_w):
             os.close(fd)
         return ProcessOutcome(None, False, 0.0, f"cannot start {argv[0]}: {exc}", None)
     os.close(out_w)
     os.close(status_w)
+    if proc.stdin is not None:
+        _feed(proc.stdin, stdin_data)
     reader = threading.Thread(target=_drain, args=(out_r, tail), daemon=True)
     reader.start()
     status_tail = _Tail(256)
@@ -121,6 +125,15 @@ def run_bounded(argv_for, wall_s: float, log_bytes: int, *, env: dict[str, str] 
     status = status_tail.text().strip() or None
     return ProcessOutcome(None if timed_out else proc.returncode, timed_out, round(wall, 3), tail.text(), status,
                           tail.summaries)
+
+
+def _feed(stdin, data: bytes) -> None:
+    """Within a pipe's buffer, so the write does not wait on the command; one that exited at once is no error."""
+    try:
+        stdin.write(data)
+        stdin.close()
+    except (BrokenPipeError, OSError):
+        pass
 
 
 def _kill_group(proc: subprocess.Popen) -> None:

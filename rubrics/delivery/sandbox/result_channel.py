@@ -16,6 +16,7 @@ import os
 import secrets
 import threading
 from dataclasses import dataclass, field
+from pathlib import Path
 
 PLUGIN = "rubrics.delivery.sandbox.result_channel_plugin"
 CHANNEL_FD_VAR = "RUBRIC_RESULT_FD"
@@ -109,25 +110,41 @@ class _Reader:
 
 
 class ResultChannel:
-    """Made per grading run: `fds` go to the sandbox (pass_fds), `environment` to grade.sh, then `collect`."""
+    """Made per grading run: the sandbox gets the write end and the key, grade.sh `environment`, then `collect`.
 
-    def __init__(self) -> None:
+    Under bubblewrap both travel as inherited descriptors (`fds`). A container inherits none, so with `fifo`
+    the write end is a named pipe at that path, made write-only once the host holds its read end, which the
+    container opens (a process in it can add records there, never read them); the key then goes in as the
+    container's standard input (`keys`), which its entry shell moves to a descriptor of its own.
+    """
+
+    def __init__(self, fifo: Path | None = None) -> None:
         self._reader = _Reader(secrets.token_bytes(KEY_BYTES))
-        self.read_fd, self.write_fd = os.pipe()
-        self.key_fd, key_w = os.pipe()
-        try:
-            os.write(key_w, self._reader.key * KEY_COPIES)   # 512 bytes: within any pipe's buffer, never blocks
-        finally:
-            os.close(key_w)
+        self.read_fd, self.write_fd = _open_fifo(fifo) if fifo is not None else os.pipe()
+        self.key_fd: int | None = None
         self._thread = threading.Thread(target=self._drain, daemon=True)
         self._thread.start()
 
     @property
+    def keys(self) -> bytes:
+        """One copy of the key per pytest run: 512 bytes, within any pipe's buffer, so a write never blocks."""
+        return self._reader.key * KEY_COPIES
+
+    @property
     def fds(self) -> tuple[int, int]:
+        if self.key_fd is None:
+            self.key_fd, key_w = os.pipe()
+            try:
+                os.write(key_w, self.keys)
+            finally:
+                os.close(key_w)
         return self.write_fd, self.key_fd
 
-    def environment(self) -> dict[str, str]:
-        return {"PYTEST_PLUGINS": PLUGIN, CHANNEL_FD_VAR: str(self.write_fd), KEY_FD_VAR: str(self.key_fd)}
+    def environment(self, channel_fd: int | None = None, key_fd: int | None = None) -> dict[str, str]:
+        """The variables grade.sh's pytest reads; the descriptors default to the inherited ones (`fds`)."""
+        if channel_fd is None or key_fd is None:
+            channel_fd, key_fd = self.fds
+        return {"PYTEST_PLUGINS": PLUGIN, CHANNEL_FD_VAR: str(channel_fd), KEY_FD_VAR: str(key_fd)}
 
     def _drain(self) -> None:
         try:
@@ -142,7 +159,8 @@ class ResultChannel:
         """Once the sandbox is gone: close the host's copies, read to the end (every writer is dead by now)."""
         for fd in (self.write_fd, self.key_fd):
             try:
-                os.close(fd)
+                if fd is not None:
+                    os.close(fd)
             except OSError:
                 pass
         self._thread.join(timeout=wait_s)
@@ -151,3 +169,14 @@ class ResultChannel:
         else:
             self._reader.close()
         return self._reader.log
+
+
+def _open_fifo(path: Path) -> tuple[int, int]:
+    """A named pipe's read end and a write end the host holds until `collect`, as with an anonymous pipe: the
+    reader sees the end only once every writer, the host's included, is gone."""
+    os.mkfifo(path, 0o600)
+    read_fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)   # does not wait for a writer
+    write_fd = os.open(path, os.O_WRONLY)
+    os.set_blocking(read_fd, True)
+    os.chmod(path, 0o222)   # from now on anyone may write (signed records or nothing), nobody may read
+    return read_fd, write_fd
