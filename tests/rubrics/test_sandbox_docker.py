@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 from sandbox_support import EXAMPLE, needs_docker, rubric
-from test_sandbox_result_channel import BARE_GRADE, _forge_attempts
+from test_sandbox_result_channel import _forge_attempts, assert_validate_flags_a_bare_grader
 
 from rubrics.delivery.sandbox.base import SandboxRequest
 from rubrics.delivery.sandbox.docker import CHANNEL_FD, ENTRY, KEY_FD, docker_run_arguments
@@ -56,18 +56,7 @@ def test_forges_fail_and_walls_hold_in_a_container(tmp_path):
 
 @needs_docker
 def test_validate_in_docker_flags_a_grader_an_in_process_forge_fools(tmp_path):
-    root = tmp_path / "delivery"
-    for task in ("task-0417", "task-0418"):
-        shutil.copytree(EXAMPLE / "tasks" / task, root / "tasks" / task)
-    (root / "tasks" / "task-0418" / "grade.sh").write_text(BARE_GRADE)
-    done = rubric("tasks", "validate", root, "--runtime", "docker", "--jobs", "2", "--timeout", TIMEOUT,
-                  timeout=900)
-    assert done.returncode == 1, done.stdout + done.stderr
-    verdicts = {t["task_id"]: t for t in json.loads((root / "validation.json").read_text())["tasks"]}
-    assert verdicts["task-0417"]["verdict"] == "valid", verdicts["task-0417"]
-    assert verdicts["task-0418"]["verdict"] == "invalid", verdicts["task-0418"]
-    [reason] = verdicts["task-0418"]["reasons"]
-    assert reason.startswith("grade.sh trusts a report the tested code can write"), reason
+    assert_validate_flags_a_bare_grader(tmp_path, "--runtime", "docker", "--timeout", TIMEOUT)
 
 
 # --- Without a daemon: the arguments and the channel over a named pipe ------------------------------------------

@@ -93,19 +93,25 @@ def test_an_honest_attempt_still_passes_through_the_channel(tmp_path):
     assert fixed["status"] == "passed" and fixed["score"] == 1.0 and fixed["message"] is None, fixed
 
 
-@needs_bwrap
-def test_validate_flags_a_grader_an_in_process_forge_fools(tmp_path):
+def assert_validate_flags_a_bare_grader(tmp_path, *options):
+    """`tasks validate` (with `options`) on task-0417 as shipped and task-0418 with a grader that runs pytest where
+    the harness's plugin never loads: the first valid, the second invalid because the probe's forge fools it."""
     root = tmp_path / "delivery"
     for task in ("task-0417", "task-0418"):
         shutil.copytree(EXAMPLE / "tasks" / task, root / "tasks" / task)
     (root / "tasks" / "task-0418" / "grade.sh").write_text(BARE_GRADE)
-    done = rubric("tasks", "validate", root, "--jobs", "2", "--timeout", TIMEOUT)
+    done = rubric("tasks", "validate", root, "--jobs", "2", *options, timeout=900)
     assert done.returncode == 1, done.stdout + done.stderr
     verdicts = {t["task_id"]: t for t in json.loads((root / "validation.json").read_text())["tasks"]}
     assert verdicts["task-0417"]["verdict"] == "valid", verdicts["task-0417"]
-    assert verdicts["task-0418"]["verdict"] == "invalid"
+    assert verdicts["task-0418"]["verdict"] == "invalid", verdicts["task-0418"]
     [reason] = verdicts["task-0418"]["reasons"]
     assert reason.startswith("grade.sh trusts a report the tested code can write") and "test_fail_to_pass_1" in reason
+
+
+@needs_bwrap
+def test_validate_flags_a_grader_an_in_process_forge_fools(tmp_path):
+    assert_validate_flags_a_bare_grader(tmp_path, "--timeout", TIMEOUT)
 
 
 # --- The channel itself, without the sandbox ----------------------------------------------------------------------
