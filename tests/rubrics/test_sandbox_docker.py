@@ -9,11 +9,13 @@ import stat
 import subprocess
 import sys
 
+import pytest
 from sandbox_support import EXAMPLE, needs_docker, rubric
 from test_sandbox_result_channel import _forge_attempts, assert_validate_flags_a_bare_grader
 
 from rubrics.delivery.sandbox.base import SandboxRequest
-from rubrics.delivery.sandbox.docker import CHANNEL_FD, ENTRY, KEY_FD, docker_run_arguments
+from rubrics.delivery.sandbox.docker import CHANNEL_DIR, CHANNEL_FD, ENTRY, KEY_FD, StatusPipe, \
+    docker_run_arguments
 from rubrics.delivery.sandbox.limits import SandboxLimits
 from rubrics.delivery.sandbox.result_channel import CHANNEL_FD_VAR, KEY_FD_VAR, ResultChannel
 
@@ -29,7 +31,8 @@ def test_forges_fail_and_walls_hold_in_a_container(tmp_path):
     attempts = tmp_path / "attempts"
     _forge_attempts(attempts / "task-0417")
     shutil.copy(EXAMPLE / "tasks" / "task-0417" / "solution.patch", attempts / "task-0417" / "fixed.patch")
-    for example in ("task-0419/attempt-02", "task-0504/attempt-01"):   # writes outside its workspace; 3 GB
+    # writes outside its workspace; allocates 3 GB; the right fix, leaving a process running
+    for example in ("task-0419/attempt-02", "task-0504/attempt-01", "task-0421/attempt-03"):
         task, name = example.split("/")
         (attempts / task).mkdir(exist_ok=True)
         shutil.copy(EXAMPLE / "attempts" / task / f"{name}.patch", attempts / task / f"{name}.patch")
@@ -52,6 +55,10 @@ def test_forges_fail_and_walls_hold_in_a_container(tmp_path):
     assert results["task-0419/attempt-02"]["status"] == "failed", results["task-0419/attempt-02"]
     memory = results["task-0504/attempt-01"]
     assert memory["status"] == "memory" and memory["score"] == 0.0, memory
+    left = results["task-0421/attempt-03"]
+    assert left["status"] == "left-processes" and left["left_processes"] == 1 and left["score"] == 0.0, left
+    assert all(r["left_processes"] == 0 for t, r in results.items() if t != "task-0421/attempt-03"
+               and r["status"] != "memory"), results
 
 
 @needs_docker
@@ -65,8 +72,8 @@ def test_the_container_gets_the_channel_the_plugin_and_a_read_only_root(tmp_path
     request = SandboxRequest("t", tmp_path, tmp_path, tmp_path, tmp_path, 0)
     channel = ResultChannel(tmp_path / "results")
     try:
-        argv = docker_run_arguments("docker", "img", "n", request, SandboxLimits(),
-                                    (tmp_path, "/usr/lib/python3/dist-packages", channel))
+        argv = docker_run_arguments("docker", "img", "n", request, SandboxLimits(), tmp_path,
+                                    ("/usr/lib/python3/dist-packages", channel))
     finally:
         channel.collect()
     assert "--read-only" in argv and "-i" in argv and "--rm" not in argv   # removed after its OOM flag is read
@@ -74,9 +81,45 @@ def test_the_container_gets_the_channel_the_plugin_and_a_read_only_root(tmp_path
     assert any(v.endswith(":/usr/lib/python3/dist-packages/rubrics:ro") for v in argv)
     assert f"{CHANNEL_FD_VAR}={CHANNEL_FD}" in argv and f"{KEY_FD_VAR}={KEY_FD}" in argv
     assert argv[-5:] == ["/bin/sh", "img", "-c", ENTRY, "/task/grade.sh"]
-    bare = docker_run_arguments("docker", "img", "n", request, SandboxLimits())
-    assert "-i" not in bare and not any(CHANNEL_FD_VAR in v for v in bare)
-    assert bare[-3:] == ["--entrypoint", "/task/grade.sh", "img"]
+    bare = docker_run_arguments("docker", "img", "n", request, SandboxLimits(), tmp_path)
+    assert not any(CHANNEL_FD_VAR in v or v.endswith("/rubrics:ro") for v in bare)
+    assert bare[-5:] == argv[-5:]   # the entry shell counts leftover processes with or without a channel
+
+
+def _own_pid_namespace() -> str | None:
+    try:
+        probe = subprocess.run(["unshare", "-Urpf", "--mount-proc", "true"], capture_output=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"unshare cannot run here: {exc}"
+    return None if probe.returncode == 0 else f"unshare cannot make a pid namespace here: {probe.stderr[:200]!r}"
+
+
+@pytest.mark.skipif(_own_pid_namespace() is not None, reason=_own_pid_namespace() or "")
+def test_the_entry_shell_counts_what_grade_sh_left_and_proves_its_line(tmp_path):
+    """ENTRY itself, in this machine's sh and a pid namespace of its own as in a container: a grader that leaves
+    a process running gets it counted, the line carries the proof read first from standard input, and a line the
+    grader wrote to the status pipe without the proof is passed over."""
+    folder = tmp_path / "harness"
+    folder.mkdir()
+    grader = tmp_path / "grade.sh"
+    grader.write_text(f"#!/bin/sh\necho 'forged 0 0' > {folder / 'status'}\nsleep 30 &\nexit 3\n")
+    grader.chmod(0o755)
+    status = StatusPipe(folder / "status", "p" * 32)
+    try:
+        done = subprocess.run(["unshare", "-Urpf", "--mount-proc", "sh", "-c", ENTRY.replace(CHANNEL_DIR, str(folder)),
+                               str(grader)], input=b"p" * 32 + b"\n", capture_output=True, timeout=60)
+    finally:
+        left = status.collect()
+    assert done.returncode == 3, done.stderr
+    assert left == 1          # the sleep; the namespace's end killed it
+
+
+def test_the_status_pipe_keeps_only_the_proven_line_within_its_limit(tmp_path):
+    status = StatusPipe(tmp_path / "status", "a" * 32)
+    fd = os.open(tmp_path / "status", os.O_WRONLY)
+    os.write(fd, b"x" * 100_000 + b"\n" + b"b" * 32 + b" 0 0\n" + b"a" * 32 + b" 0 7\n" + b"a" * 32 + b" 0 0\n")
+    os.close(fd)
+    assert status.collect() == 7
 
 
 def test_a_channel_over_a_named_pipe_hears_a_writer_that_opens_it_by_path(tmp_path):

@@ -345,7 +345,7 @@ def test_docker_sizes_tmp_too(tmp_path):
     from rubrics.delivery.sandbox.docker import docker_run_arguments
 
     request = SandboxRequest("t", tmp_path, tmp_path, tmp_path, tmp_path, 0)
-    argv = docker_run_arguments("docker", "img", "n", request, SandboxLimits(tmp_mb=32))
+    argv = docker_run_arguments("docker", "img", "n", request, SandboxLimits(tmp_mb=32), tmp_path)
     assert argv[argv.index("--tmpfs") + 1] == "/tmp:rw,exec,size=32m"
     assert "PYTHONSAFEPATH=1" in argv
 

@@ -5,16 +5,24 @@ image's own files are read-only (`--read-only`; /tmp is a tmpfs), as bubblewrap'
 are the container's (--memory, --pids-limit), and a container the kernel killed for its memory is read back as
 such. At the end the container is removed with everything in it. Needs a reachable Docker daemon.
 
+A short entry shell is the container's first process (ENTRY): it runs grade.sh as its child, then counts the
+processes grade.sh left running, as bubblewrap's trampoline does, and says so on a named pipe in a folder of the
+harness's mounted read-only. Anything in the container may write to that pipe, so only a line that starts with
+this run's proof counts: the proof comes in as the first line of the container's standard input, which the shell
+reads before grade.sh starts and keeps in an unexported variable. The container's processes die with the shell.
+
 grade.sh's pytest runs the harness's result-channel plugin here too (result_channel*.py): this `rubrics` package
 is mounted read-only into the image's site-packages (found once per image by asking its `python`), the channel's
-write end is a named pipe in a folder mounted read-only, and the key arrives as the container's standard input;
-a short entry shell moves both to descriptors 3 and 4 before grade.sh starts, so grade.sh reads no key and the
-plugin gets them as under bubblewrap. An image without a Python of at least 3.9 runs grade.sh without the plugin.
+write end is a second named pipe in that folder, and the key copies follow the proof on standard input; the entry
+shell hands both to descriptors 3 and 4, so the plugin gets them as under bubblewrap. An image without a Python
+of at least 3.9 runs grade.sh without the plugin.
 """
 from __future__ import annotations
 
 import hashlib
 import os
+import secrets
+import threading
 import shutil
 import subprocess
 import tempfile
@@ -26,15 +34,34 @@ from rubrics.delivery.sandbox.base import GRADER, REPO, REPORT, SEALED_TESTS, TA
     SandboxUnavailable, environment
 from rubrics.delivery.sandbox.limits import SandboxLimits
 from rubrics.delivery.sandbox.process import run_bounded
-from rubrics.delivery.sandbox.result_channel import ResultChannel
+from rubrics.delivery.sandbox.result_channel import ResultChannel, open_named_pipe
 
 BUILD_TIMEOUT_S = 1800
 PROBE_TIMEOUT_S = 120
 CHANNEL_DIR = "/rubric-channel"
 CHANNEL_FIFO = "results"
-KEY_FD, CHANNEL_FD = 3, 4
-# The entry shell: the key (standard input) to descriptor 3, the channel's pipe to 4, grade.sh's input empty.
-ENTRY = f'exec {KEY_FD}<&0 {CHANNEL_FD}>{CHANNEL_DIR}/{CHANNEL_FIFO} </dev/null; exec "$0"'
+STATUS_FIFO = "status"
+KEY_FD, CHANNEL_FD, STATUS_FD = 3, 4, 5
+STATUS_LINE_LIMIT = 256
+# The entry shell, run as `sh -c ENTRY /task/grade.sh`: the proof from standard input, the key copies after it to
+# descriptor 3, the channel's pipe to 4 (when there is a channel), grade.sh run with the status pipe closed, then
+# every process but itself that is not a zombie counted, and `PROOF EXIT_CODE LEFT` written.
+ENTRY = f"""IFS= read -r proof
+exec {KEY_FD}<&0 </dev/null {STATUS_FD}>{CHANNEL_DIR}/{STATUS_FIFO}
+if [ -p {CHANNEL_DIR}/{CHANNEL_FIFO} ]; then exec {CHANNEL_FD}>{CHANNEL_DIR}/{CHANNEL_FIFO}; fi
+"$0" {STATUS_FD}>&-
+code=$?
+exec {KEY_FD}<&- {CHANNEL_FD}>&-
+left=0
+for process in /proc/[0-9]*; do
+  [ "$process" = /proc/$$ ] && continue
+  {{ IFS= read -r stat < "$process/stat"; }} 2>/dev/null || continue
+  set -- ${{stat##*)}}
+  case "$1" in Z|X) ;; *) left=$((left + 1)) ;; esac
+done
+echo "$proof $code $left" >&{STATUS_FD}
+exit "$code"
+"""
 # Where the image's python finds packages under `python -I`: the first site directory on its path.
 SITE_PROBE = ("import sys\n"
               "assert sys.version_info >= (3, 9)\n"
@@ -92,24 +119,27 @@ class DockerSandbox:
             return SandboxOutcome(None, False, 0.0, "", None, str(exc))
         name = f"rubric-grade-{uuid.uuid4().hex[:12]}"
         folder = Path(tempfile.mkdtemp(prefix="rubric-channel-"))
-        os.chmod(folder, 0o711)   # the container's user may pass through to the pipe; nobody may list the folder
+        os.chmod(folder, 0o711)   # the container's user may pass through to the pipes; nobody may list the folder
+        proof = secrets.token_hex(16)
+        status = StatusPipe(folder / STATUS_FIFO, proof)
         channel = ResultChannel(folder / CHANNEL_FIFO) if site_dir is not None else None
         try:
-            argv = docker_run_arguments(self.docker, image, name, request, limits,
-                                        None if channel is None else (folder, site_dir, channel))
+            argv = docker_run_arguments(self.docker, image, name, request, limits, folder,
+                                        None if channel is None else (site_dir, channel))
             outcome = run_bounded(lambda _fd: argv, limits.wall_s, limits.log_bytes,
                                   on_timeout=lambda: self._remove(name),
-                                  stdin_data=b"" if channel is None else channel.keys)
+                                  stdin_data=f"{proof}\n".encode() + (b"" if channel is None else channel.keys))
             killed = self._oom_killed(name)
             self._remove(name)
         finally:
+            left = status.collect()
             log = channel.collect() if channel is not None else None
             shutil.rmtree(folder, ignore_errors=True)
         error = None
         if outcome.exit_code is not None and outcome.exit_code in (125, 126) and not outcome.timed_out:
             error = f"docker run failed with {outcome.exit_code}"
         return SandboxOutcome(exit_code=None if error else outcome.exit_code, timed_out=outcome.timed_out,
-                              wall_s=outcome.wall_s, log_tail=outcome.log_tail, left_processes=None,
+                              wall_s=outcome.wall_s, log_tail=outcome.log_tail, left_processes=left,
                               sandbox_error=error, memory_killed=killed, summaries=tuple(outcome.summaries),
                               channel=log)
 
@@ -126,23 +156,63 @@ class DockerSandbox:
 
 
 def docker_run_arguments(docker: str, image: str, name: str, request: SandboxRequest, limits: SandboxLimits,
-                         channel: tuple[Path, str, ResultChannel] | None = None) -> list[str]:
-    """`channel`: the host folder holding the channel's pipe, the image's site-packages and the channel."""
-    argv = [docker, "run", "--name", name, "--network", "none", "--memory", f"{limits.memory_mb}m",
+                         folder: Path, channel: tuple[str, ResultChannel] | None = None) -> list[str]:
+    """`folder`: the harness's, holding the status pipe (and the channel's); `channel`: the image's site-packages
+    and the result channel, where grade.sh's pytest gets the plugin."""
+    argv = [docker, "run", "-i", "--name", name, "--network", "none", "--memory", f"{limits.memory_mb}m",
             "--memory-swap", f"{limits.memory_mb}m", "--pids-limit", str(limits.processes), "--cap-drop", "ALL",
             "--security-opt", "no-new-privileges", "--read-only", "--tmpfs", f"/tmp:rw,exec,size={limits.tmp_mb}m",
             "-v", f"{request.workspace}:{REPO}", "-v", f"{request.sealed_tests}:{SEALED_TESTS}:ro",
-            "-v", f"{request.task_dir}:{TASK}:ro", "-v", f"{request.report_dir}:{REPORT}", "-w", REPO]
+            "-v", f"{request.task_dir}:{TASK}:ro", "-v", f"{request.report_dir}:{REPORT}", "-w", REPO,
+            "-v", f"{folder}:{CHANNEL_DIR}:ro"]
     if (request.task_dir / "solution.patch").exists():
         argv += ["-v", f"/dev/null:{TASK}/solution.patch:ro"]
     variables = environment()
     if channel is not None:
-        folder, site_dir, results = channel
-        package = os.path.dirname(os.path.abspath(rubrics.__file__))
-        argv += ["-i", "-v", f"{folder}:{CHANNEL_DIR}:ro", "-v", f"{package}:{site_dir}/rubrics:ro"]
+        site_dir, results = channel
+        argv += ["-v", f"{os.path.dirname(os.path.abspath(rubrics.__file__))}:{site_dir}/rubrics:ro"]
         variables.update(results.environment(channel_fd=CHANNEL_FD, key_fd=KEY_FD))
     for key, value in variables.items():
         argv += ["-e", f"{key}={value}"]
-    if channel is None:
-        return argv + ["--entrypoint", f"{TASK}/{GRADER}", image]
     return argv + ["--entrypoint", "/bin/sh", image, "-c", ENTRY, f"{TASK}/{GRADER}"]
+
+
+class StatusPipe:
+    """The entry shell's `PROOF EXIT_CODE LEFT` line, read from a named pipe as it comes: lines without this run's
+    proof (anything in the container may write there) and lines longer than STATUS_LINE_LIMIT are passed over,
+    so a flood of them neither hides the shell's line nor costs memory."""
+
+    def __init__(self, path: Path, proof: str) -> None:
+        self.proof = proof.encode()
+        self.left: int | None = None
+        self.read_fd, self.write_fd = open_named_pipe(path)
+        self._thread = threading.Thread(target=self._drain, daemon=True)
+        self._thread.start()
+
+    def _drain(self) -> None:
+        line, overlong = bytearray(), False
+        try:
+            while chunk := os.read(self.read_fd, 65536):
+                *complete, rest = chunk.split(b"\n")
+                for piece in complete:
+                    if not overlong and len(line) + len(piece) <= STATUS_LINE_LIMIT:
+                        self._line(bytes(line + piece))
+                    line, overlong = bytearray(), False
+                line += rest
+                if len(line) > STATUS_LINE_LIMIT:
+                    line, overlong = bytearray(), True
+        except OSError:
+            pass
+        finally:
+            os.close(self.read_fd)
+
+    def _line(self, line: bytes) -> None:
+        parts = line.split()
+        if self.left is None and len(parts) == 3 and parts[0] == self.proof and parts[2].isdigit():
+            self.left = int(parts[2])
+
+    def collect(self, wait_s: float = 5.0) -> int | None:
+        """Once the container is gone: the processes grade.sh left, or None where the shell never said (killed)."""
+        os.close(self.write_fd)
+        self._thread.join(timeout=wait_s)
+        return self.left

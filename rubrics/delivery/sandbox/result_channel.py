@@ -120,7 +120,7 @@ class ResultChannel:
 
     def __init__(self, fifo: Path | None = None) -> None:
         self._reader = _Reader(secrets.token_bytes(KEY_BYTES))
-        self.read_fd, self.write_fd = _open_fifo(fifo) if fifo is not None else os.pipe()
+        self.read_fd, self.write_fd = open_named_pipe(fifo) if fifo is not None else os.pipe()
         self.key_fd: int | None = None
         self._thread = threading.Thread(target=self._drain, daemon=True)
         self._thread.start()
@@ -171,7 +171,7 @@ class ResultChannel:
         return self._reader.log
 
 
-def _open_fifo(path: Path) -> tuple[int, int]:
+def open_named_pipe(path: Path) -> tuple[int, int]:
     """A named pipe's read end and a write end the host holds until `collect`, as with an anonymous pipe: the
     reader sees the end only once every writer, the host's included, is gone."""
     os.mkfifo(path, 0o600)
