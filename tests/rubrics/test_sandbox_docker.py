@@ -145,3 +145,27 @@ def test_a_channel_over_a_named_pipe_hears_a_writer_that_opens_it_by_path(tmp_pa
 def test_a_named_pipe_channel_with_no_writer_ends_empty(tmp_path):
     log = ResultChannel(tmp_path / "results").collect(wait_s=5)
     assert not log.used and not log.problems
+
+
+def test_attempts_of_one_task_at_once_build_its_image_once(tmp_path):
+    """Two slots grading the same task together wait for one build (a docker CLI that logs what it is asked)."""
+    import threading
+
+    from rubrics.delivery.sandbox.docker import DockerSandbox
+
+    log = tmp_path / "calls"
+    fake = tmp_path / "docker"
+    fake.write_text(f"#!/bin/sh\necho \"$1\" >> {log}\n[ \"$1\" = build ] && sleep 0.5\necho sha256:x\n")
+    fake.chmod(0o755)
+    sandbox = DockerSandbox(docker=str(fake))
+    task = tmp_path / "task-1"
+    task.mkdir()
+    (task / "Dockerfile").write_text("FROM scratch\n")
+    request = SandboxRequest("task-1", task, tmp_path, tmp_path, tmp_path, 0)
+    tags = []
+    threads = [threading.Thread(target=lambda: tags.append(sandbox.image_for(request))) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert log.read_text().split().count("build") == 1 and len(set(tags)) == 1 and len(tags) == 2

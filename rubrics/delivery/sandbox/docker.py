@@ -86,8 +86,19 @@ class DockerSandbox:
         self.docker = found
         self._images: dict[str, str] = {}
         self._site_dirs: dict[str, str | None] = {}
+        # --jobs runs attempts of one task at once: its image is built, and probed, once; other tasks' meanwhile
+        self._guard = threading.Lock()
+        self._locks: dict[str, threading.Lock] = {}
+
+    def _lock_for(self, work: str) -> threading.Lock:
+        with self._guard:
+            return self._locks.setdefault(work, threading.Lock())
 
     def image_for(self, request: SandboxRequest) -> str:
+        with self._lock_for(f"build {request.task_id}"):
+            return self._image_for(request)
+
+    def _image_for(self, request: SandboxRequest) -> str:
         if request.task_id not in self._images:
             digest = hashlib.sha256((request.task_dir / "Dockerfile").read_bytes()).hexdigest()[:12]
             tag = f"rubric-task-{request.task_id.lower()}:{digest}"
@@ -100,6 +111,10 @@ class DockerSandbox:
 
     def site_dir(self, image: str) -> str | None:
         """The image's site-packages for the plugin, or None where its python is missing or older than 3.9."""
+        with self._lock_for(f"probe {image}"):
+            return self._site_dir(image)
+
+    def _site_dir(self, image: str) -> str | None:
         if image not in self._site_dirs:
             try:
                 probe = subprocess.run([self.docker, "run", "--rm", "--network", "none", "--entrypoint", "python",
