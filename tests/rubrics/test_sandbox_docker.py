@@ -86,6 +86,20 @@ def test_the_container_gets_the_channel_the_plugin_and_a_read_only_root(tmp_path
     assert bare[-5:] == argv[-5:]   # the entry shell counts leftover processes with or without a channel
 
 
+def test_a_caller_other_than_root_runs_the_container_as_itself(tmp_path, monkeypatch):
+    """Run by a user of the docker group, grade.sh ran as the container's root, which may not write to that user's
+    report folder (pytest failed writing its JUnit file, so every attempt failed) and leaves root's files in the
+    workspace."""
+    request = SandboxRequest("t", tmp_path, tmp_path, tmp_path, tmp_path, 0)
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(os, "getuid", lambda: 1000)
+    monkeypatch.setattr(os, "getgid", lambda: 1001)
+    argv = docker_run_arguments("docker", "img", "n", request, SandboxLimits(), tmp_path)
+    assert argv[argv.index("--user") + 1] == "1000:1001"
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    assert "--user" not in docker_run_arguments("docker", "img", "n", request, SandboxLimits(), tmp_path)
+
+
 def _own_pid_namespace() -> str | None:
     try:
         probe = subprocess.run(["unshare", "-Urpf", "--mount-proc", "true"], capture_output=True, timeout=30)

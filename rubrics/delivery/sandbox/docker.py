@@ -180,6 +180,10 @@ def docker_run_arguments(docker: str, image: str, name: str, request: SandboxReq
             "-v", f"{request.workspace}:{REPO}", "-v", f"{request.sealed_tests}:{SEALED_TESTS}:ro",
             "-v", f"{request.task_dir}:{TASK}:ro", "-v", f"{request.report_dir}:{REPORT}", "-w", REPO,
             "-v", f"{folder}:{CHANNEL_DIR}:ro"]
+    if os.geteuid() != 0:
+        # The container's root could not write to the caller's workspace and report folder (it holds no
+        # capability to override their modes), and what it wrote would be root's on the host.
+        argv += ["--user", f"{os.getuid()}:{os.getgid()}"]
     if (request.task_dir / "solution.patch").exists():
         argv += ["-v", f"/dev/null:{TASK}/solution.patch:ro"]
     variables = environment()
