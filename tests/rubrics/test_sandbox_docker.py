@@ -183,3 +183,20 @@ def test_attempts_of_one_task_at_once_build_its_image_once(tmp_path):
     for thread in threads:
         thread.join()
     assert log.read_text().split().count("build") == 1 and len(set(tags)) == 1 and len(tags) == 2
+
+
+@needs_docker
+def test_an_image_without_a_shell_is_a_sandbox_error_not_a_failed_attempt(tmp_path):
+    """grade.sh never ran: docker's exit status 127 is the harness's failure, not the attempt's."""
+    delivery = tmp_path / "delivery"
+    shutil.copytree(EXAMPLE / "tasks" / "task-0417", delivery / "tasks" / "task-0417")
+    (delivery / "tasks" / "task-0417" / "Dockerfile").write_text("FROM scratch\nCOPY repo/ /repo\n")
+    attempts = tmp_path / "attempts" / "task-0417"
+    attempts.mkdir(parents=True)
+    shutil.copy(EXAMPLE / "tasks" / "task-0417" / "solution.patch", attempts / "fixed.patch")
+    out = tmp_path / "results.jsonl"
+    done = rubric("tasks", "run", delivery, "--attempts", tmp_path / "attempts", "--runtime", "docker",
+                  "--timeout", TIMEOUT, "--output", out, timeout=600)
+    assert done.returncode in (0, 1), done.stdout + done.stderr
+    [result] = _results(out).values()
+    assert result["status"] == "sandbox-error" and "no /bin/sh in the image" in result["message"], result

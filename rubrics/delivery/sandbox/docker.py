@@ -151,8 +151,11 @@ class DockerSandbox:
             log = channel.collect() if channel is not None else None
             shutil.rmtree(folder, ignore_errors=True)
         error = None
-        if outcome.exit_code is not None and outcome.exit_code in (125, 126) and not outcome.timed_out:
-            error = f"docker run failed with {outcome.exit_code}"
+        if outcome.exit_code in (125, 126, 127) and left is None and not outcome.timed_out:
+            # docker's own failures (125 the daemon, 126 and 127 the entry shell could not start): grade.sh never
+            # ran, since the shell, which ran it, would have written its status line
+            error = f"docker run failed with {outcome.exit_code}" + (
+                " (no /bin/sh in the image for the harness's entry shell)" if outcome.exit_code == 127 else "")
         return SandboxOutcome(exit_code=None if error else outcome.exit_code, timed_out=outcome.timed_out,
                               wall_s=outcome.wall_s, log_tail=outcome.log_tail, left_processes=left,
                               sandbox_error=error, memory_killed=killed, summaries=tuple(outcome.summaries),
