@@ -22,10 +22,10 @@ from __future__ import annotations
 import hashlib
 import os
 import secrets
-import threading
 import shutil
 import subprocess
 import tempfile
+import threading
 import uuid
 from pathlib import Path
 
@@ -132,13 +132,22 @@ class DockerSandbox:
             site_dir = self.site_dir(image)
         except (SandboxUnavailable, subprocess.TimeoutExpired, OSError) as exc:
             return SandboxOutcome(None, False, 0.0, "", None, str(exc))
-        name = f"rubric-grade-{uuid.uuid4().hex[:12]}"
-        folder = Path(tempfile.mkdtemp(prefix="rubric-channel-"))
+        with tempfile.TemporaryDirectory(prefix="rubric-channel-") as folder:
+            try:
+                return self._run_in(Path(folder), image, site_dir, request, limits)
+            except OSError as exc:   # the harness's pipes or docker itself: not the attempt's doing
+                return SandboxOutcome(None, False, 0.0, "", None, f"the Docker runtime failed: {exc}")
+
+    def _run_in(self, folder: Path, image: str, site_dir: str | None, request: SandboxRequest,
+                limits: SandboxLimits) -> SandboxOutcome:
+        """One container, its status and result pipes in `folder` (mounted read-only at CHANNEL_DIR)."""
         os.chmod(folder, 0o711)   # the container's user may pass through to the pipes; nobody may list the folder
+        name = f"rubric-grade-{uuid.uuid4().hex[:12]}"
         proof = secrets.token_hex(16)
         status = StatusPipe(folder / STATUS_FIFO, proof)
-        channel = ResultChannel(folder / CHANNEL_FIFO) if site_dir is not None else None
+        channel = None
         try:
+            channel = ResultChannel(folder / CHANNEL_FIFO) if site_dir is not None else None
             argv = docker_run_arguments(self.docker, image, name, request, limits, folder,
                                         None if channel is None else (site_dir, channel))
             outcome = run_bounded(lambda _fd: argv, limits.wall_s, limits.log_bytes,
@@ -149,7 +158,6 @@ class DockerSandbox:
         finally:
             left = status.collect()
             log = channel.collect() if channel is not None else None
-            shutil.rmtree(folder, ignore_errors=True)
         error = None
         if outcome.exit_code in (125, 126, 127) and left is None and not outcome.timed_out:
             # docker's own failures (125 the daemon, 126 and 127 the entry shell could not start): grade.sh never
@@ -170,7 +178,12 @@ class DockerSandbox:
         return shown.stdout.strip() == "true"
 
     def _remove(self, name: str) -> None:
-        subprocess.run([self.docker, "rm", "-f", name], capture_output=True, timeout=60)
+        """Best effort: a daemon too slow to answer leaves a stopped container behind, never an exception that
+        would cost the batch its other results."""
+        try:
+            subprocess.run([self.docker, "rm", "-f", name], capture_output=True, timeout=60)
+        except (subprocess.TimeoutExpired, OSError):
+            pass
 
 
 def docker_run_arguments(docker: str, image: str, name: str, request: SandboxRequest, limits: SandboxLimits,
