@@ -14,8 +14,8 @@ from sandbox_support import EXAMPLE, needs_docker, rubric
 from test_sandbox_result_channel import _forge_attempts, assert_validate_flags_a_bare_grader
 
 from rubrics.delivery.sandbox.base import SandboxRequest
-from rubrics.delivery.sandbox.docker import CHANNEL_DIR, CHANNEL_FD, ENTRY, KEY_FD, StatusPipe, \
-    docker_run_arguments
+from rubrics.delivery.sandbox.docker import docker_run_arguments
+from rubrics.delivery.sandbox.docker_entry import CHANNEL_DIR, CHANNEL_FD, ENTRY, KEY_FD, StatusPipe
 from rubrics.delivery.sandbox.limits import SandboxLimits
 from rubrics.delivery.sandbox.result_channel import CHANNEL_FD_VAR, KEY_FD_VAR, ResultChannel
 

@@ -5,11 +5,10 @@ image's own files are read-only (`--read-only`; /tmp is a tmpfs), as bubblewrap'
 are the container's (--memory, --pids-limit), and a container the kernel killed for its memory is read back as
 such. At the end the container is removed with everything in it. Needs a reachable Docker daemon.
 
-A short entry shell is the container's first process (ENTRY): it runs grade.sh as its child, then counts the
-processes grade.sh left running, as bubblewrap's trampoline does, and says so on a named pipe in a folder of the
-harness's mounted read-only. Anything in the container may write to that pipe, so only a line that starts with
-this run's proof counts: the proof comes in as the first line of the container's standard input, which the shell
-reads before grade.sh starts and keeps in an unexported variable. The container's processes die with the shell.
+The container's first process is the harness's entry shell (docker_entry.py): it runs grade.sh as its child,
+counts the processes grade.sh left, as bubblewrap's trampoline does, and says so on a named pipe in a folder of
+the harness's mounted read-only, in a line that counts only with this run's proof (read from standard input
+before grade.sh starts). The container's processes die with the shell.
 
 grade.sh's pytest runs the harness's result-channel plugin here too (result_channel*.py): this `rubrics` package
 is mounted read-only into the image's site-packages (found once per image by asking its `python`), the channel's
@@ -32,36 +31,14 @@ from pathlib import Path
 import rubrics
 from rubrics.delivery.sandbox.base import GRADER, REPO, REPORT, SEALED_TESTS, TASK, SandboxOutcome, SandboxRequest, \
     SandboxUnavailable, environment
+from rubrics.delivery.sandbox.docker_entry import CHANNEL_DIR, CHANNEL_FD, CHANNEL_FIFO, ENTRY, KEY_FD, STATUS_FIFO, \
+    StatusPipe
 from rubrics.delivery.sandbox.limits import SandboxLimits
 from rubrics.delivery.sandbox.process import run_bounded
-from rubrics.delivery.sandbox.result_channel import ResultChannel, open_named_pipe
+from rubrics.delivery.sandbox.result_channel import ResultChannel
 
 BUILD_TIMEOUT_S = 1800
 PROBE_TIMEOUT_S = 120
-CHANNEL_DIR = "/rubric-channel"
-CHANNEL_FIFO = "results"
-STATUS_FIFO = "status"
-KEY_FD, CHANNEL_FD, STATUS_FD = 3, 4, 5
-STATUS_LINE_LIMIT = 256
-# The entry shell, run as `sh -c ENTRY /task/grade.sh`: the proof from standard input, the key copies after it to
-# descriptor 3, the channel's pipe to 4 (when there is a channel), grade.sh run with the status pipe closed, then
-# every process but itself that is not a zombie counted, and `PROOF EXIT_CODE LEFT` written.
-ENTRY = f"""IFS= read -r proof
-exec {KEY_FD}<&0 </dev/null {STATUS_FD}>{CHANNEL_DIR}/{STATUS_FIFO}
-if [ -p {CHANNEL_DIR}/{CHANNEL_FIFO} ]; then exec {CHANNEL_FD}>{CHANNEL_DIR}/{CHANNEL_FIFO}; fi
-"$0" {STATUS_FD}>&-
-code=$?
-exec {KEY_FD}<&- {CHANNEL_FD}>&-
-left=0
-for process in /proc/[0-9]*; do
-  [ "$process" = /proc/$$ ] && continue
-  {{ IFS= read -r stat < "$process/stat"; }} 2>/dev/null || continue
-  set -- ${{stat##*)}}
-  case "$1" in Z|X) ;; *) left=$((left + 1)) ;; esac
-done
-echo "$proof $code $left" >&{STATUS_FD}
-exit "$code"
-"""
 # Where the image's python finds packages under `python -I`: the first site directory on its path.
 SITE_PROBE = ("import sys\n"
               "assert sys.version_info >= (3, 9)\n"
@@ -211,43 +188,3 @@ def docker_run_arguments(docker: str, image: str, name: str, request: SandboxReq
         argv += ["-e", f"{key}={value}"]
     return argv + ["--entrypoint", "/bin/sh", image, "-c", ENTRY, f"{TASK}/{GRADER}"]
 
-
-class StatusPipe:
-    """The entry shell's `PROOF EXIT_CODE LEFT` line, read from a named pipe as it comes: lines without this run's
-    proof (anything in the container may write there) and lines longer than STATUS_LINE_LIMIT are passed over,
-    so a flood of them neither hides the shell's line nor costs memory."""
-
-    def __init__(self, path: Path, proof: str) -> None:
-        self.proof = proof.encode()
-        self.left: int | None = None
-        self.read_fd, self.write_fd = open_named_pipe(path)
-        self._thread = threading.Thread(target=self._drain, daemon=True)
-        self._thread.start()
-
-    def _drain(self) -> None:
-        line, overlong = bytearray(), False
-        try:
-            while chunk := os.read(self.read_fd, 65536):
-                *complete, rest = chunk.split(b"\n")
-                for piece in complete:
-                    if not overlong and len(line) + len(piece) <= STATUS_LINE_LIMIT:
-                        self._line(bytes(line + piece))
-                    line, overlong = bytearray(), False
-                line += rest
-                if len(line) > STATUS_LINE_LIMIT:
-                    line, overlong = bytearray(), True
-        except OSError:
-            pass
-        finally:
-            os.close(self.read_fd)
-
-    def _line(self, line: bytes) -> None:
-        parts = line.split()
-        if self.left is None and len(parts) == 3 and parts[0] == self.proof and parts[2].isdigit():
-            self.left = int(parts[2])
-
-    def collect(self, wait_s: float = 5.0) -> int | None:
-        """Once the container is gone: the processes grade.sh left, or None where the shell never said (killed)."""
-        os.close(self.write_fd)
-        self._thread.join(timeout=wait_s)
-        return self.left
