@@ -2,7 +2,6 @@
 harness's result channel carried into it (a named pipe and the container's standard input), so that the
 in-process forges fail there as under bubblewrap. Real daemon, real image builds, real CLI; skipped, saying why,
 where no daemon or no base image is here (.ci/run starts one and builds the image)."""
-import json
 import os
 import shutil
 import stat
@@ -11,7 +10,7 @@ import sys
 
 import pytest
 from sandbox_support import EXAMPLE, needs_docker, rubric
-from test_sandbox_result_channel import _forge_attempts, assert_validate_flags_a_bare_grader
+from test_sandbox_result_channel import _forge_attempts, _results, assert_validate_flags_a_bare_grader
 
 from rubrics.delivery.sandbox.base import SandboxRequest
 from rubrics.delivery.sandbox.docker import docker_run_arguments
@@ -20,10 +19,6 @@ from rubrics.delivery.sandbox.limits import SandboxLimits
 from rubrics.delivery.sandbox.result_channel import CHANNEL_FD_VAR, KEY_FD_VAR, ResultChannel
 
 TIMEOUT = "60"   # a first image build shares the time with the gradings beside it
-
-
-def _results(path):
-    return {r["trajectory_id"]: r for r in map(json.loads, path.read_text().splitlines())}
 
 
 @needs_docker

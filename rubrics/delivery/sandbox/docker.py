@@ -61,47 +61,45 @@ class DockerSandbox:
             raise SandboxUnavailable(f"no Docker daemon reachable ({(info.stderr.strip() or 'docker info failed')[:200]}); "
                                      "use --runtime bwrap")
         self.docker = found
-        self._images: dict[str, str] = {}
-        self._site_dirs: dict[str, str | None] = {}
-        # --jobs runs attempts of one task at once: its image is built, and probed, once; other tasks' meanwhile
+        # What is made once per task (its image) and once per image (where its python finds packages): --jobs
+        # grades attempts of one task at once, and they wait for the one build; other tasks' go on meanwhile.
+        self._made: dict[str, object] = {}
         self._guard = threading.Lock()
         self._locks: dict[str, threading.Lock] = {}
 
-    def _lock_for(self, work: str) -> threading.Lock:
+    def _once(self, key: str, make):
+        """make() for `key` the first time it succeeds, under a lock of the key's own; its value from then on."""
         with self._guard:
-            return self._locks.setdefault(work, threading.Lock())
+            lock = self._locks.setdefault(key, threading.Lock())
+        with lock:
+            if key not in self._made:
+                self._made[key] = make()
+            return self._made[key]
 
     def image_for(self, request: SandboxRequest) -> str:
-        with self._lock_for(f"build {request.task_id}"):
-            return self._image_for(request)
+        return self._once(f"image {request.task_id}", lambda: self._build(request))
 
-    def _image_for(self, request: SandboxRequest) -> str:
-        if request.task_id not in self._images:
-            digest = hashlib.sha256((request.task_dir / "Dockerfile").read_bytes()).hexdigest()[:12]
-            tag = f"rubric-task-{request.task_id.lower()}:{digest}"
-            built = subprocess.run([self.docker, "build", "-q", "-t", tag, str(request.task_dir)], capture_output=True,
-                                   text=True, timeout=BUILD_TIMEOUT_S)
-            if built.returncode != 0:
-                raise SandboxUnavailable(f"{request.task_dir}/Dockerfile: build failed: {built.stderr.strip()[-300:]}")
-            self._images[request.task_id] = tag
-        return self._images[request.task_id]
+    def _build(self, request: SandboxRequest) -> str:
+        digest = hashlib.sha256((request.task_dir / "Dockerfile").read_bytes()).hexdigest()[:12]
+        tag = f"rubric-task-{request.task_id.lower()}:{digest}"
+        built = subprocess.run([self.docker, "build", "-q", "-t", tag, str(request.task_dir)], capture_output=True,
+                               text=True, timeout=BUILD_TIMEOUT_S)
+        if built.returncode != 0:
+            raise SandboxUnavailable(f"{request.task_dir}/Dockerfile: build failed: {built.stderr.strip()[-300:]}")
+        return tag
 
     def site_dir(self, image: str) -> str | None:
         """The image's site-packages for the plugin, or None where its python is missing or older than 3.9."""
-        with self._lock_for(f"probe {image}"):
-            return self._site_dir(image)
+        return self._once(f"site {image}", lambda: self._probe_site_dir(image))
 
-    def _site_dir(self, image: str) -> str | None:
-        if image not in self._site_dirs:
-            try:
-                probe = subprocess.run([self.docker, "run", "--rm", "--network", "none", "--entrypoint", "python",
-                                        image, "-I", "-c", SITE_PROBE], capture_output=True, text=True,
-                                       timeout=PROBE_TIMEOUT_S)
-                found = probe.stdout.strip() if probe.returncode == 0 else ""
-            except (subprocess.TimeoutExpired, OSError):
-                found = ""
-            self._site_dirs[image] = found if found.startswith("/") and "\n" not in found else None
-        return self._site_dirs[image]
+    def _probe_site_dir(self, image: str) -> str | None:
+        try:
+            probe = subprocess.run([self.docker, "run", "--rm", "--network", "none", "--entrypoint", "python", image,
+                                    "-I", "-c", SITE_PROBE], capture_output=True, text=True, timeout=PROBE_TIMEOUT_S)
+        except (subprocess.TimeoutExpired, OSError):
+            return None
+        found = probe.stdout.strip() if probe.returncode == 0 else ""
+        return found if found.startswith("/") and "\n" not in found else None
 
     def run(self, request: SandboxRequest, limits: SandboxLimits) -> SandboxOutcome:
         try:
