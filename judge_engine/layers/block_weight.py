@@ -8,10 +8,11 @@ uses (the product ``code * scale`` is exact in every format read here, and the o
 addition), so a rebuilt row is the float32 conversion's row to the bit.
 
 ``BlockWeight`` is one linear map: its row ranges (a merged map's parts may come in different formats). The CPU
-product (layers/row_tiles.py) asks it for the same column chunks that it reads of a float32 weight and multiplies
-them with the same calls, so the map's output is the float32 model's output to the bit, at about the memory of the
-GGUF file (a 1.5B Q4_K_M model: 1.4 GB resident against 6.2 GB of float32), at the cost of rebuilding each chunk
-once per product (0-10% of a judging step, about a third of a decode step: docs/benchmarks.md).
+products read it as they read a float32 weight: the engine's float32 kernel (layers/float_gemm.py) rebuilds a
+panel of its values at a time with the same operations (kernels/block_codes.h), and the torch route
+(layers/row_tiles.py) asks it for the same column chunks that it reads of a float32 weight; either way the map's
+output is the float32 model's output to the bit, at about the memory of the GGUF file (a 1.5B Q4_K_M model: 1.4 GB
+resident against 6.2 GB of float32).
 """
 
 from __future__ import annotations
@@ -79,8 +80,9 @@ class BlockRows:
     def nbytes(self) -> int:
         return sum(t.numel() * t.element_size() for t in (self.codes, self.scale, self.offset) if t is not None)
 
-    def _kernel_shape(self) -> bool:
-        """The kernel's premise: group and half are powers of two of at least 16 (every format read here)."""
+    def kernel_shape(self) -> bool:
+        """The C kernels' premise (kernels/block_codes.h): group and half are powers of two of at least 16 (every
+        format read here)."""
         return all(n >= 16 and n & (n - 1) == 0 for n in (self.group, self.half or 16))
 
     def with_rows(self, reorder) -> "BlockRows":
@@ -92,7 +94,7 @@ class BlockRows:
         """Rows [start, stop) as float32 into ``out`` [stop - start, columns] (rows contiguous)."""
         count, groups = stop - start, self.scale.shape[1]
         function = kernel().function
-        if function is not None and self.codes.device.type == "cpu" and self._kernel_shape():
+        if function is not None and self.codes.device.type == "cpu" and self.kernel_shape():
             codes, scale = self.codes[start:stop], self.scale[start:stop]
             offset = None if self.offset is None else self.offset[start:stop]
             function(codes.data_ptr(), codes.stride(0), scale.data_ptr(), 0 if offset is None else offset.data_ptr(),
