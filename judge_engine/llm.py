@@ -144,6 +144,14 @@ class LLM:
         return self.engine.device.type
 
     @property
+    def float32_kernel(self) -> bool:
+        """Whether float32 products run through the engine's own CPU kernel (layers/float_gemm.py: the same bits on
+        every CPU with AVX2 and FMA) rather than row tiles through torch's BLAS."""
+        from judge_engine.layers import float_gemm
+
+        return self.device == "cpu" and self.dtype == "float32" and float_gemm.kernel().function is not None
+
+    @property
     def max_seq_len(self) -> int:
         """The most tokens one sequence may have here: the model's context, capped by what the KV cache holds."""
         return self.engine.max_seq_len

@@ -1,11 +1,12 @@
 """C kernels of the engine (``kernels/*.c``), built once per machine with its C compiler and loaded with ctypes.
 
 A kernel's shared library is compiled from its source with the machine's C compiler (``$CC``, else Python's, else
-``cc``) at its first use in a process, into ``<engine cache>/kernels/`` under a name keyed by the source, the flags
-and the compiler, and loaded with ctypes (which releases the GIL during a call). Every kernel here needs AVX2: on
-another CPU, without a C compiler, or where the build fails, it is unavailable with the reason, and its caller
-takes its torch route. Each kernel module (int8_avx2.py, block_weight.py's rebuilding) declares its source, entry
-point and argument types and calls ``load``.
+``cc``) at its first use in a process, into ``<engine cache>/kernels/`` under a name keyed by the source, the
+headers beside it, the flags and the compiler, and loaded with ctypes (which releases the GIL during a call). Every
+kernel here needs AVX2 (float_gemm.c FMA too): on another CPU, without a C compiler, or where the build fails, it
+is unavailable with the reason, and its caller takes its torch route. Each kernel module (int8_avx2.py,
+block_weight.py's rebuilding, float_gemm.py) declares its source, entry point, argument types and the CPU flags it
+needs, and calls ``load``.
 """
 
 from __future__ import annotations
@@ -25,8 +26,9 @@ from judge_engine.loading.cache import cache_lock, engine_cache_dir, staged_file
 from judge_engine.loading.cpu_info import host_cpu
 
 SOURCES = Path(__file__).parent / "kernels"
-# -ffp-contract=off: a kernel's float multiply and add stay two roundings, as torch's, never one fused
-FLAGS = ("-O3", "-mavx2", "-ffp-contract=off", "-shared", "-fPIC", "-pthread")
+# -ffp-contract=off: a kernel's float multiply and add stay two roundings, as torch's, never one fused (-mfma only
+# makes the fused instruction available to the kernel that asks for it by name, float_gemm.c)
+FLAGS = ("-O3", "-mavx2", "-mfma", "-ffp-contract=off", "-shared", "-fPIC", "-pthread")
 COMPILE_TIMEOUT_S = 120
 
 
@@ -46,12 +48,14 @@ def compiler() -> list[str] | None:
     return None
 
 
-def load(source_name: str, entry_point: str, argtypes: list) -> Kernel:
-    """The function ``entry_point`` of ``kernels/<source_name>``, built here unless built before."""
+def load(source_name: str, entry_point: str, argtypes: list, needs: tuple[str, ...] = ("avx2",)) -> Kernel:
+    """The function ``entry_point`` of ``kernels/<source_name>``, built here unless built before; ``needs``: the CPU
+    flags (as /proc/cpuinfo spells them) its instructions need."""
     if platform.machine().lower() not in ("x86_64", "amd64"):
         return Kernel(None, f"not an x86-64 CPU ({platform.machine()})")
-    if "avx2" not in host_cpu().flags:
-        return Kernel(None, "this CPU lists no AVX2")
+    missing = [flag for flag in needs if flag not in host_cpu().flags]
+    if missing:
+        return Kernel(None, f"this CPU lists no {', '.join(flag.upper() for flag in missing)}")
     command = compiler()
     if command is None:
         return Kernel(None, "no C compiler to build it ($CC, Python's, cc)")
@@ -67,7 +71,7 @@ def load(source_name: str, entry_point: str, argtypes: list) -> Kernel:
 
 def built_library(command: list[str], source_path: Path) -> Path:
     """The shared library for this source, flags and compiler: compiled into the engine cache unless there."""
-    source = source_path.read_bytes()
+    source = b"\0".join(path.read_bytes() for path in [source_path, *sorted(source_path.parent.glob("*.h"))])
     version = subprocess.run([*command, "--version"], capture_output=True, timeout=COMPILE_TIMEOUT_S).stdout
     key = hashlib.sha256(b"\0".join([source, " ".join(FLAGS).encode(), " ".join(command).encode(), version]))
     folder = engine_cache_dir() / "kernels"

@@ -1,5 +1,10 @@
 """Matrix products whose result for a row never depends on the other rows of the batch (the CPU path).
 
+Float32 products on a CPU with AVX2 and FMA go through the engine's own kernel (layers/float_gemm.py), whose
+every output is a fixed chain of fused multiply-adds, so its rows are independent by construction, need no
+padding, and are the same bits on every such CPU. The row tiles below are the route for other dtypes (bfloat16),
+for CPUs without those instructions or a C compiler, and with ``JUDGE_ENGINE_FLOAT_GEMM=torch``.
+
 A BLAS picks its kernel, its blocking and its split between threads from the matrix shapes, so the order in
 which a row's dot products are summed changes with the number of rows in the call: a token's activations
 would change in the last bits with the number of other tokens in the step (measured on an AMD EPYC: every
@@ -31,6 +36,8 @@ import math
 import torch
 import torch.nn.functional as F
 
+from judge_engine.layers import float_gemm
+
 ROW_TILE = 32
 COLUMN_CHUNK_BYTES = 4 * 2**20
 
@@ -45,12 +52,22 @@ def uses_row_tiles(x: torch.Tensor) -> bool:
 
 
 def linear(x: torch.Tensor, weight, bias: torch.Tensor | None = None) -> torch.Tensor:
-    """``F.linear(x, weight, bias)`` for ``x [M, K]``; on the CPU as tiles of ROW_TILE rows in one batched call.
-    ``weight``: a float tensor [N, K], or a weight that rebuilds its rows in float (``weight.rows(start, stop,
-    dtype)``, layers/block_weight.py), asked for the same column chunks as a float weight's slices, each rebuilt
-    just before its product."""
+    """``F.linear(x, weight, bias)`` for ``x [M, K]``; on the CPU through the engine's float32 kernel where it
+    serves, else as tiles of ROW_TILE rows in one batched call. ``weight``: a float tensor [N, K], or a block weight
+    (layers/block_weight.py) that rebuilds its rows in float: the kernel reads its parts, the tiles ask it for the
+    same column chunks as a float weight's slices (``weight.rows(start, stop, dtype)``), each rebuilt just before
+    its product."""
     if not uses_row_tiles(x):
         return F.linear(x, _chunk(weight, 0, weight.shape[0], x.dtype, reuse=False), bias)
+    parts, starts = weight_parts(weight)
+    if float_gemm.serves(x, parts):
+        return float_gemm.linear(x, parts, starts, bias)
+    return tiled_linear(x, weight, bias)
+
+
+def tiled_linear(x: torch.Tensor, weight, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """``linear`` on the CPU through torch: tiles of ROW_TILE rows in one batched call, the weight in column
+    chunks."""
     count = x.shape[0]
     padded = tiled_rows(count)
     if padded != count or not x.is_contiguous():
@@ -68,6 +85,19 @@ def linear(x: torch.Tensor, weight, bias: torch.Tensor | None = None) -> torch.T
                                                  None if bias is None else bias[start:stop])
     out = out.view(padded, weight.shape[0])
     return out if padded == count else out[:count]
+
+
+def tiles_float_products(dtype: torch.dtype) -> bool:
+    """Whether float products in ``dtype`` go through row tiles here: not where the engine's own kernel multiplies
+    (float32, layers/float_gemm.py), whose rows are independent whatever their number, so a batch needs no padding."""
+    return not (dtype == torch.float32 and float_gemm.kernel().function is not None)
+
+
+def weight_parts(weight) -> tuple[list, list[int]]:
+    """A weight's row ranges: a float tensor is one, a block weight (layers/block_weight.py) has its own."""
+    if isinstance(weight, torch.Tensor):
+        return [weight], [0, weight.shape[0]]
+    return weight.parts, weight.starts
 
 
 def column_chunk(weight, dtype: torch.dtype) -> int:

@@ -207,7 +207,7 @@ class LlamaForCausalLM(nn.Module):
         keep = None
         if computed is not None and computed.numel() < count:  # else every row is read (decode)
             keep = KeptRows(computed, meta.for_rows(computed, positions))
-        if self.pads_row_tiles:
+        if self.pads_row_tiles and row_tiles.tiles_float_products(self.norm.dtype):
             input_ids, positions, meta = _pad_to_row_tiles(input_ids, positions, meta)
         x = self.embed(input_ids)
         if capture is not None:

@@ -154,9 +154,10 @@ class EmbeddedJudge(JudgeBackend):
         identity = self.identity()
         return {"weights_sha256": identity.weights_sha256,
                 "config_sha256": model_config_sha256(self.llm.model_path),
-                # bfloat16, int8 or a GPU gives other probabilities
-                "numerics": [self.llm.dtype, self.llm.device, *([q] if (q := getattr(self.llm, "quantization", None))
-                                                                 else [])]}
+                # bfloat16, int8, a GPU or the torch route of float32 products gives other probabilities
+                "numerics": [self.llm.dtype, self.llm.device,
+                             *([q] if (q := getattr(self.llm, "quantization", None)) else []),
+                             *(["float_gemm"] if getattr(self.llm, "float32_kernel", False) else [])]}
 
     # -- two attempts side by side ---------------------------------------------------------------------------
     def compare(self, requests: Sequence[ComparisonRequest]) -> list[Verdict]:
