@@ -220,8 +220,8 @@ def test_the_int8_head_multiplies_float_activations_by_the_int8_weight_chunk_by_
 
 def test_int8_scores_in_their_own_process_with_onednn_capped_at_avx2_are_the_same_bits(tiny_llama, tmp_path):
     """oneDNN's int8 kernels without VNNI saturate 16-bit sums; capped at AVX2 (ONEDNN_MAX_CPU_ISA), the probe must
-    notice it and take the exact float32 products: the scores are then the bits of this process's, whatever
-    this CPU has."""
+    notice it and take an exact route (the AVX2 kernel or float32 products): the scores are then the bits of this
+    process's, whatever this CPU has."""
     prompts = [random_prompt(700 + i, 20 + 9 * i) for i in range(3)]
     script = (
         "import json, sys, torch\n"
@@ -241,8 +241,8 @@ def test_int8_scores_in_their_own_process_with_onednn_capped_at_avx2_are_the_sam
 
     capped, native = run(ONEDNN_MAX_CPU_ISA="AVX2"), run()
     assert capped["scores"] == native["scores"]
-    if not capped["probe"][0]:
-        assert capped["method"] == "float32"
+    if not capped["probe"][0]:  # a CPU with VNNI: capped, _int_mm saturates; uncapped it is exact
+        assert capped["method"] in ("avx2", "float32")
     here = tiny_llm(tiny_llama, quantization="int8", cache_dir=tmp_path / "cache").score(prompts, CHOICES)
     assert here == native["scores"]
 
