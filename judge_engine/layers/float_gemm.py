@@ -16,14 +16,9 @@ from __future__ import annotations
 import ctypes
 import functools
 import os
-from typing import TYPE_CHECKING
-
 import torch
 
 from judge_engine.layers import c_kernels
-
-if TYPE_CHECKING:
-    from judge_engine.layers.block_weight import BlockRows
 
 ROUTE_ENV = "JUDGE_ENGINE_FLOAT_GEMM"   # "torch": row tiles through torch even where the kernel builds
 
@@ -51,9 +46,9 @@ def serves(x: torch.Tensor, parts: list) -> bool:
             and all(_serves_part(part) for part in parts) and kernel().function is not None)
 
 
-def linear(x: torch.Tensor, parts: list[torch.Tensor | BlockRows], starts: list[int],
-           bias: torch.Tensor | None = None) -> torch.Tensor:
-    """``x @ W.T + bias`` for the weight W whose rows [starts[i], starts[i + 1]) are ``parts[i]``."""
+def linear(x: torch.Tensor, parts: list, starts: list[int], bias: torch.Tensor | None = None) -> torch.Tensor:
+    """``x @ W.T + bias`` for the weight W whose rows [starts[i], starts[i + 1]) are ``parts[i]``: float32 tensors or
+    block_weight.BlockRows (not imported: block_weight multiplies through row_tiles, which calls this module)."""
     rows, depth = x.shape
     out = torch.empty(rows, starts[-1], dtype=torch.float32)
     if rows == 0 or starts[-1] == 0:
