@@ -22,6 +22,7 @@ import argparse  # noqa: E402
 import time  # noqa: E402
 
 import torch  # noqa: E402
+from int8_products import print_gflops_table  # noqa: E402
 
 MODEL = "qwen2.5-coder-1.5b-instruct"
 MAPS = {"q": "attn_q", "k": "attn_k", "v": "attn_v", "o_proj": "attn_output", "gate": "ffn_gate", "up": "ffn_up",
@@ -84,16 +85,9 @@ def main() -> None:
                 best[route, index] = min(best.get((route, index), float("inf")), time.perf_counter() - started)
             scale = outputs["tiles, float32"].abs().max().item()
             apart = max(apart, (outputs["kernel, blocks"] - outputs["tiles, float32"]).abs().max().item() / scale)
-    print(f"{'map (rows x K x N)':<32}" + "".join(f"{route:>17}" for route in routes) + "   GFLOP/s, best of rounds")
-    for index, (rows, name) in enumerate(shapes):
-        cols, depth = maps[name].shape
-        flops = 2 * rows * depth * cols
-        print(f"{f'{name} {rows} x {depth} x {cols}':<32}"
-              + "".join(f"{flops / best[route, index] / 1e9:>17.1f}" for route in routes))
-    baseline = sum(best["tiles, blocks", i] for i in range(len(shapes)))
-    for route in routes:
-        total = sum(best[route, i] for i in range(len(shapes)))
-        print(f"{route}: {total:.3f} s over all maps, {baseline / total:.2f}x tiles on blocks")
+    labels = [f"{name} {rows} x {maps[name].shape[1]} x {maps[name].shape[0]}" for rows, name in shapes]
+    flops = [2 * rows * maps[name].shape[0] * maps[name].shape[1] for rows, name in shapes]
+    print_gflops_table("map (rows x K x N)", labels, flops, best, "tiles, blocks", "maps")
     print(f"max |kernel - tiles| / max |output|: {apart:.1e}; load average at the end {os.getloadavg()[0]:.1f}")
 
 

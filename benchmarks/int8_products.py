@@ -56,17 +56,23 @@ def main() -> None:
                 run()
                 elapsed = time.perf_counter() - started
                 best[route, index] = min(best.get((route, index), float("inf")), elapsed)
-    names = list(dict.fromkeys(route for route, _ in best))
-    print(f"{'shape (rows x K x N)':<28}" + "".join(f"{name:>18}" for name in names) + "   GFLOP/s, best of rounds")
-    for index, (rows, depth, cols, name) in enumerate(shapes):
-        flops = 2 * rows * depth * cols
-        print(f"{f'{rows} x {depth} x {cols} {name}':<28}"
-              + "".join(f"{flops / best[route, index] / 1e9:>18.1f}" for route in names))
-    baseline = sum(best["torch.mm float32", i] for i in range(len(shapes)))
-    for route in names:
-        total = sum(best[route, i] for i in range(len(shapes)))
-        print(f"{route}: {total:.3f} s over all shapes, {baseline / total:.2f}x torch.mm float32")
+    print_gflops_table("shape (rows x K x N)", [f"{rows} x {depth} x {cols} {name}" for rows, depth, cols, name in shapes],
+                       [2 * rows * depth * cols for rows, depth, cols, _ in shapes], best, "torch.mm float32", "shapes")
     print(f"load average at the end {os.getloadavg()[0]:.1f}")
+
+
+def print_gflops_table(header: str, labels: list[str], flops: list[int], best: dict[tuple[str, int], float],
+                       baseline: str, items: str) -> None:
+    """GFLOP/s of each route (in the order ``best`` met them) on each product, best of the rounds; then each
+    route's time over all products against ``baseline``'s."""
+    routes = list(dict.fromkeys(route for route, _ in best))
+    print(f"{header:<32}" + "".join(f"{route:>18}" for route in routes) + "   GFLOP/s, best of rounds")
+    for index, (label, count) in enumerate(zip(labels, flops)):
+        print(f"{label:<32}" + "".join(f"{count / best[route, index] / 1e9:>18.1f}" for route in routes))
+    base = sum(best[baseline, index] for index in range(len(labels)))
+    for route in routes:
+        total = sum(best[route, index] for index in range(len(labels)))
+        print(f"{route}: {total:.3f} s over all {items}, {base / total:.2f}x {baseline}")
 
 
 if __name__ == "__main__":

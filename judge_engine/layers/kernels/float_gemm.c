@@ -18,15 +18,14 @@
  * terms and are added into c at the end. Measured against 4 x 24 and 3 x 32 tiles, KC = 512 and an unrolled term
  * loop (docs/benchmarks.md): none faster.
  */
-#include <pthread.h>
 #include <string.h>
 #include "block_codes.h"
+#include "column_threads.h"
 
 #define MR 6        /* rows of a per tile: 6 x 2 accumulators, 2 weight vectors and a broadcast: 15 registers */
 #define NR 16       /* weight rows (outputs) per panel: two 8-lane vectors */
 #define KC 256      /* terms per panel: a multiple of every block format's run (32 or 64 values) */
 #define MC 192      /* rows of a per block: MC x KC x 4 bytes = 192 KiB */
-#define MAX_THREADS 256
 
 typedef struct {
     const float *a; int64_t lda, rows, depth;
@@ -179,21 +178,12 @@ void float_gemm(const float *a, int64_t lda, int64_t rows, int64_t depth, const 
                 int64_t scale_stride, int64_t group, int64_t half, int32_t shift, const float *bias, float *c,
                 int64_t ldc, int64_t cols, int threads) {
     part_t parts[MAX_THREADS];
-    pthread_t ids[MAX_THREADS];
-    int started[MAX_THREADS] = {0};
-    if (threads < 1) threads = 1;
-    if (threads > MAX_THREADS) threads = MAX_THREADS;
-    int64_t per_thread = ((cols + threads - 1) / threads + NR - 1) / NR * NR;
+    threads = thread_count(threads);
+    int64_t per_thread = columns_per_thread(cols, threads, NR);
     int count = 0;
     for (int64_t first = 0; first < cols && count < threads; first += per_thread, count++)
         parts[count] = (part_t){a, lda, rows, depth, w_float, w_stride,
                                 {codes, scale, offset, group, half, shift}, code_stride, scale_stride,
                                 bias, c, ldc, first, first + per_thread < cols ? first + per_thread : cols};
-    for (int t = 1; t < count; t++)
-        started[t] = pthread_create(&ids[t], 0, multiply_part_thread, &parts[t]) == 0;
-    multiply_part(&parts[0]);
-    for (int t = 1; t < count; t++) {
-        if (started[t]) pthread_join(ids[t], 0);
-        else multiply_part(&parts[t]);
-    }
+    run_parts(parts, sizeof parts[0], count, multiply_part_thread);
 }

@@ -8,16 +8,15 @@
  * sums do not depend on their order, so the blocking and the threads below change the speed, never a bit.
  */
 #include <immintrin.h>
-#include <pthread.h>
 #include <stdint.h>
 #include <string.h>
+#include "column_threads.h"
 
 #define MR 2      /* rows of a per tile */
 #define NR 4      /* rows of b (output columns) per tile: 8 accumulators, 4 rows of b, a, |a|, ones, a product:
                      the 16 ymm registers (3 x 4 and 4 x 3 spill, 4 x 2 measured no faster) */
 #define MC 64     /* rows of a per block: MC x KC bytes of a stay in the core's L2 cache */
 #define KC 2048   /* terms per block: NR x KC bytes of b stay in L1 while every tile of the block reads them */
-#define MAX_THREADS 256
 
 static inline int32_t lane_sum(__m256i v) {
     __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
@@ -113,20 +112,11 @@ static void *multiply_part_thread(void *arg) {
 void int8_avx2_matmul(const int8_t *a, const int8_t *b, int32_t *c, long rows, long cols, long depth, long lda,
                       long ldb, long ldc, int threads) {
     part_t parts[MAX_THREADS];
-    pthread_t ids[MAX_THREADS];
-    int started[MAX_THREADS] = {0};
-    if (threads < 1) threads = 1;
-    if (threads > MAX_THREADS) threads = MAX_THREADS;
-    long per_thread = ((cols + threads - 1) / threads + NR - 1) / NR * NR;
+    threads = thread_count(threads);
+    long per_thread = columns_per_thread(cols, threads, NR);
     int count = 0;
     for (long first = 0; first < cols && count < threads; first += per_thread, count++)
         parts[count] = (part_t){a, b, c, rows, first, first + per_thread < cols ? first + per_thread : cols, depth,
                                 lda, ldb, ldc};
-    for (int t = 1; t < count; t++)
-        started[t] = pthread_create(&ids[t], 0, multiply_part_thread, &parts[t]) == 0;
-    multiply_part(&parts[0]);
-    for (int t = 1; t < count; t++) {
-        if (started[t]) pthread_join(ids[t], 0);
-        else multiply_part(&parts[t]);   /* a thread that could not start: its part is done here */
-    }
+    run_parts(parts, sizeof parts[0], count, multiply_part_thread);
 }
