@@ -18,11 +18,10 @@ import os
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-import argparse  # noqa: E402
 import time  # noqa: E402
 
 import torch  # noqa: E402
-from int8_products import print_gflops_table  # noqa: E402
+from int8_products import print_gflops_table, product_arguments  # noqa: E402
 
 MODEL = "qwen2.5-coder-1.5b-instruct"
 MAPS = {"q": "attn_q", "k": "attn_k", "v": "attn_v", "o_proj": "attn_output", "gate": "ffn_gate", "up": "ffn_up",
@@ -51,12 +50,7 @@ def first_layer_maps() -> dict[str, object]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--rows", default="64,512,2048")
-    args = parser.parse_args()
-    torch.set_num_threads(args.threads)
+    args = product_arguments(__doc__)
 
     from judge_engine.layers import float_gemm, row_tiles
     from judge_engine.loading.cpu_info import host_cpu

@@ -24,13 +24,19 @@ import torch  # noqa: E402
 MAPS = {"qkv": (1536, 2048), "o_proj": (1536, 1536), "gate_up": (1536, 17920), "down": (8960, 1536)}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def product_arguments(doc: str) -> argparse.Namespace:
+    """The product benchmarks' command line (--threads, --rounds, --rows), parsed; torch set to those threads."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)))
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--rows", default="64,512,2048")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    return args
+
+
+def main() -> None:
+    args = product_arguments(__doc__)
 
     from judge_engine.layers import int8_linear
     from judge_engine.loading.cpu_info import host_cpu

@@ -147,9 +147,11 @@ class LLM:
     def float32_kernel(self) -> bool:
         """Whether float32 products run through the engine's own CPU kernel (layers/float_gemm.py: the same bits on
         every CPU with AVX2 and FMA) rather than row tiles through torch's BLAS."""
+        import torch
+
         from judge_engine.layers import float_gemm
 
-        return self.device == "cpu" and self.dtype == "float32" and float_gemm.kernel().function is not None
+        return self.device == "cpu" and float_gemm.multiplies(getattr(torch, self.dtype))
 
     @property
     def max_seq_len(self) -> int:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import os
+
 import torch
 
 from judge_engine.layers import c_kernels
@@ -40,10 +41,15 @@ def _serves_part(part) -> bool:
     return part.codes.device.type == "cpu" and part.kernel_shape()
 
 
+def multiplies(dtype: torch.dtype) -> bool:
+    """Whether products in ``dtype`` on the CPU go through the kernel here (float32, where it builds)."""
+    return dtype == torch.float32 and kernel().function is not None
+
+
 def serves(x: torch.Tensor, parts: list) -> bool:
     """Whether the kernel multiplies ``x`` by a weight made of ``parts`` (float32 tensors or BlockRows)."""
-    return (x.dtype == torch.float32 and x.device.type == "cpu" and x.dim() == 2
-            and all(_serves_part(part) for part in parts) and kernel().function is not None)
+    return (x.device.type == "cpu" and x.dim() == 2 and all(_serves_part(part) for part in parts)
+            and multiplies(x.dtype))
 
 
 def linear(x: torch.Tensor, parts: list, starts: list[int], bias: torch.Tensor | None = None) -> torch.Tensor:

@@ -90,7 +90,7 @@ def tiled_linear(x: torch.Tensor, weight, bias: torch.Tensor | None = None) -> t
 def tiles_float_products(dtype: torch.dtype) -> bool:
     """Whether float products in ``dtype`` go through row tiles here: not where the engine's own kernel multiplies
     (float32, layers/float_gemm.py), whose rows are independent whatever their number, so a batch needs no padding."""
-    return not (dtype == torch.float32 and float_gemm.kernel().function is not None)
+    return not float_gemm.multiplies(dtype)
 
 
 def weight_parts(weight) -> tuple[list, list[int]]:
