@@ -1,18 +1,27 @@
-"""int8 x int8 -> int32 products for judge_engine/loading/quantization.py's int8 linear maps, and their dispatch.
+"""int8 linear maps' products (W8A8: judge_engine/loading/quantization.py), and the route that computes them here.
 
-The integer products go through ``torch._int_mm`` (oneDNN; int8 x int8 -> int32) where it computes the exact sums
-fast, through the AVX2 kernel of int8_avx2.py where that is faster, else through float32 products. ``_int_mm`` is not
-exact everywhere: on CPUs without AVX-512 VNNI / AVX-VNNI / AMX, oneDNN's int8 kernels saturate 16-bit
-intermediate sums (measured here with ONEDNN_MAX_CPU_ISA=AVX2 or AVX512_CORE: a 1024-term row of 127s came out
-16,385,536 too small, random rows off by 10^5). It is not fast everywhere either: on an AMD EPYC (Zen 3, AVX2) it is
-exact but ran 1-4 GFLOP/s, against 60-100 for float32 products. So the first int8 product of a process probes each
-route on worst-case and random operands against exact int64 sums, times the exact ones on a judging step's shape,
-and takes the fastest (JUDGE_ENGINE_INT8_MATMUL=int_mm|avx2|float32 forces one). Every route gives the same
-integers, so the choice changes the speed, never a bit. The float32 route multiplies over chunks of at most
-EXACT_FLOAT32_K terms: each term is at most
-127 * 127 = 16129 in magnitude, so every partial sum of a chunk is an integer below 1024 * 16129 = 16,516,096 < 2^24
-and exact in float32 in any summation order; the chunks are added in int32 (exact below 2^31: K up to 133,143 terms,
-checked when a weight is quantized).
+Activations are quantized with one scale per ACTIVATION_GROUP consecutive terms of a row (the last group of a row
+may be shorter), weights with one scale per output channel, and each output is
+``((0 + P_0 * s_0) + P_1 * s_1) + ...``: ``P_g`` the exact integer sum over group ``g`` of activation codes times
+weight codes, ``s_g`` the row's scale for that group, one float rounding per multiply and per add, groups in order.
+A scale per group rather than per row keeps an outlier channel from coarsening the whole row: against float32 on
+benchmarks/engine_judge.py's prompts (the 1.5B default) the mean |P(met) difference| went from 0.029 (per row) to
+0.015 (docs/benchmarks.md). Every step is elementwise, a max over part of one row or an exact integer sum, so a row's
+output depends on that row alone, whatever the batch.
+
+The routes (METHODS), each giving the same bits: "vnni", the AVX-512 VNNI kernel (int8_vnni.py), the groups' sums
+kept in registers; or slices, each group's integer sums through ``int8_matmul`` ("int_mm": torch._int_mm, oneDNN;
+"avx2": the AVX2 kernel of int8_avx2.py; "float32": float32 products of the codes), then scaled and added.
+``_int_mm`` is not exact everywhere: on CPUs without AVX-512 VNNI / AVX-VNNI / AMX, oneDNN's int8 kernels saturate
+16-bit intermediate sums (measured here with ONEDNN_MAX_CPU_ISA=AVX2 or AVX512_CORE: a 1024-term row of 127s came
+out 16,385,536 too small, random rows off by 10^5). It is not fast everywhere either: on an AMD EPYC (Zen 3, AVX2) it
+is exact but ran 1-4 GFLOP/s, against 60-100 for float32 products. So the first int8 product of a process probes
+each route on worst-case and random operands against exact int64 sums, times the exact ones on a judging step's
+shape, and takes the fastest (JUDGE_ENGINE_INT8_MATMUL=vnni|int_mm|avx2|float32 forces one). The float32 route
+multiplies over chunks of at most EXACT_FLOAT32_K terms: each term is at most 127 * 127 = 16129 in magnitude, so
+every partial sum of a chunk is an integer below 1024 * 16129 = 16,516,096 < 2^24 and exact in float32 in any
+summation order; the chunks are added in int32 (exact below 2^31: K up to 133,143 terms, checked when a weight is
+quantized). A group's sum is below 2^24 too (ACTIVATION_GROUP <= 1024), so it turns into float32 exactly.
 """
 
 from __future__ import annotations
@@ -26,15 +35,17 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from judge_engine.layers import int8_avx2, row_tiles
+from judge_engine.layers import int8_avx2, int8_vnni, row_tiles
 
 log = logging.getLogger(__name__)
 
 QMAX = 127
 EXACT_FLOAT32_K = 1024              # 1024 * 127 * 127 < 2^24: a chunk's float32 sum is exact in any order
 MAX_INT32_K = (2**31 - 1) // (QMAX * QMAX)  # 133,143 terms: the int32 sum cannot overflow
-MATMUL_ENV = "JUDGE_ENGINE_INT8_MATMUL"  # "auto" (default), "int_mm", "avx2" or "float32"
-METHODS = ("int_mm", "avx2", "float32")
+ACTIVATION_GROUP = 128              # activation terms per scale (measured against 32, 256 and a whole row: above)
+MATMUL_ENV = "JUDGE_ENGINE_INT8_MATMUL"  # "auto" (default), or one of METHODS
+INTEGER_METHODS = ("int_mm", "avx2", "float32")   # int8_matmul's routes to exact int32 sums
+METHODS = ("vnni", *INTEGER_METHODS)               # grouped_matmul's routes: the VNNI kernel, or slices
 
 
 # -- the arithmetic -----------------------------------------------------------------------------------------------
@@ -53,28 +64,55 @@ def quantize_weight(weight: torch.Tensor, rows_at_once: int = 4096) -> tuple[tor
     return q, scale
 
 
-def quantize_activations(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(int8 [M, K], float32 scales [M, 1]): per row, symmetric, from that row alone. A zero row gives zeros."""
+def quantize_activations(x: torch.Tensor, group: int = ACTIVATION_GROUP) -> tuple[torch.Tensor, torch.Tensor]:
+    """(int8 [M, K], float32 scales [M, ceil(K / group)]): symmetric, one scale per ``group`` consecutive values of a
+    row (the last group may be shorter), from those values alone. A zero group gives zeros."""
     x = x.to(torch.float32)
-    # max |x| as max(max x, -min x): two plain reductions run ~50x faster than vector_norm(inf) (measured, 2048 x 576)
-    amax = torch.maximum(x.amax(-1, keepdim=True), x.amin(-1, keepdim=True).neg_())
-    inverse = QMAX / amax.clamp_min(1e-30)
-    # no clamp needed: |x| <= amax, so |x * inverse| <= 127 * (1 + 2^-23)^2 < 127.5 rounds into [-127, 127]
-    q = torch.mul(x, inverse).round_().to(torch.int8)
-    return q, amax / QMAX
+    rows, depth = x.shape
+    whole = depth - depth % group
+    parts = [x[:, :whole].reshape(rows, whole // group, group)] if whole else []
+    if whole < depth:
+        parts.append(x[:, whole:].unsqueeze(1))
+    q = torch.empty((rows, depth), dtype=torch.int8)
+    scales = []
+    start = 0
+    for part in parts:
+        # max |x| as max(max x, -min x): two plain reductions run ~50x faster than vector_norm(inf) (measured)
+        amax = torch.maximum(part.amax(-1, keepdim=True), part.amin(-1, keepdim=True).neg_())
+        inverse = QMAX / amax.clamp_min(1e-30)
+        # no clamp needed: |x| <= amax, so |x * inverse| <= 127 * (1 + 2^-23)^2 < 127.5 rounds into [-127, 127]
+        stop = start + part.shape[1] * part.shape[2]
+        q[:, start:stop] = torch.mul(part, inverse).round_().reshape(rows, stop - start)
+        scales.append(amax.squeeze(-1) / QMAX)
+        start = stop
+    return q, torch.cat(scales, dim=1) if scales else torch.empty((rows, 0))
 
 
-def int8_matmul(a: torch.Tensor, b: torch.Tensor, method: str | None = None) -> torch.Tensor:
-    """Exact int32 ``a @ b`` of int8 ``a [M, K]`` and ``b [K, N]`` (every value of ``b`` in [-127, 127]);
-    ``method`` one of METHODS (None: the process's choice, int8_matmul_method())."""
+def grouped_matmul(q: torch.Tensor, scales: torch.Tensor, weight: torch.Tensor, method: str | None = None,
+                   group: int = ACTIVATION_GROUP) -> torch.Tensor:
+    """float32 [M, N] = ``sum_g float(q_g @ weight_g.T) * scales[:, g]``, groups in order, for int8 ``q [M, K]``,
+    ``weight [N, K]`` and ``scales [M, ceil(K / group)]`` from quantize_activations; ``method`` one of METHODS
+    (None: the process's choice). Every method gives the same bits."""
     method = method or int8_matmul_method()
+    if method == "vnni":
+        return int8_vnni.grouped_matmul(q, scales, weight, group)
+    out = torch.zeros((q.shape[0], weight.shape[0]), dtype=torch.float32)
+    for index, start in enumerate(range(0, q.shape[1], group)):
+        sums = int8_matmul(q[:, start:start + group], weight[:, start:start + group].t(), method)
+        out.add_(sums.to(torch.float32).mul_(scales[:, index:index + 1]))
+    return out
+
+
+def int8_matmul(a: torch.Tensor, b: torch.Tensor, method: str) -> torch.Tensor:
+    """Exact int32 ``a @ b`` of int8 ``a [M, K]`` and ``b [K, N]`` (every value of ``b`` in [-127, 127]) through
+    ``method``, one of INTEGER_METHODS."""
     if method == "int_mm":
         return torch._int_mm(a, b)
     if method == "avx2":
         return int8_avx2.matmul(a, b)
     if method == "float32":
         return _float32_exact_mm(a, b)
-    raise ValueError(f"int8 matmul method: expected one of {', '.join(METHODS)}, got {method!r}")
+    raise ValueError(f"int8 matmul method: expected one of {', '.join(INTEGER_METHODS)}, got {method!r}")
 
 
 def _float32_exact_mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -97,8 +135,8 @@ class Int8Products:
 
 @functools.lru_cache(maxsize=None)
 def int8_products() -> Int8Products:
-    """The fastest route that gives exact sums on this machine (each probed once); float32 products always do.
-    Every route gives the same integers, so the choice changes the speed, never a result."""
+    """The fastest route that gives exact results on this machine (each probed once); float32 products of the codes
+    always do. Every route gives the same bits, so the choice changes the speed, never a result."""
     forced = os.environ.get(MATMUL_ENV, "auto")
     if forced in METHODS:
         usable, reason = probe_exact(forced)
@@ -121,7 +159,8 @@ def int8_products() -> Int8Products:
 
 
 def exact_routes() -> tuple[list[str], list[str]]:
-    """The routes that compute exact sums here, float32 first (it always does), and why each other one does not."""
+    """The routes that compute exact results here, float32 first (it always does), and why each other one does
+    not."""
     exact, refused = ["float32"], []
     for method in METHODS:
         if method == "float32":
@@ -140,16 +179,17 @@ def int8_matmul_method() -> str:
 
 def probe_speeds(methods: list[str], rows: int = 256, depth: int = 1536, cols: int = 1536,
                  repeats: int = 3) -> dict[str, float]:
-    """GFLOP/s of each method on one product of a judging step's shape (the 1.5B default's hidden size; best of
+    """GFLOP/s of each method's grouped product of a judging step's shape (the 1.5B default's hidden size; best of
     `repeats` after a warm-up). A method whose warm-up took 4x the best time so far is not timed again: it has
     lost (``_int_mm`` at 5 GFLOP/s on an AVX2-only CPU would add a second to every start-up)."""
     generator = torch.Generator().manual_seed(0)
     a = torch.randint(-QMAX, QMAX + 1, (rows, depth), dtype=torch.int8, generator=generator)
-    b = torch.randint(-QMAX, QMAX + 1, (cols, depth), dtype=torch.int8, generator=generator).t()
+    scales = torch.rand((rows, -(-depth // ACTIVATION_GROUP)), generator=generator)
+    weight = torch.randint(-QMAX, QMAX + 1, (cols, depth), dtype=torch.int8, generator=generator)
 
     def seconds(method: str) -> float:
         started = time.perf_counter()
-        int8_matmul(a, b, method)
+        grouped_matmul(a, scales, weight, method)
         return time.perf_counter() - started
 
     times: dict[str, float] = {}
@@ -160,13 +200,26 @@ def probe_speeds(methods: list[str], rows: int = 256, depth: int = 1536, cols: i
     return {method: 2 * rows * depth * cols / max(elapsed, 1e-9) / 1e9 for method, elapsed in times.items()}
 
 
+def exact_grouped(q: torch.Tensor, scales: torch.Tensor, weight: torch.Tensor,
+                  group: int = ACTIVATION_GROUP) -> torch.Tensor:
+    """grouped_matmul's result from int64 sums: the reference every route must equal to the bit."""
+    out = torch.zeros((q.shape[0], weight.shape[0]), dtype=torch.float32)
+    for index, start in enumerate(range(0, q.shape[1], group)):
+        sums = q[:, start:start + group].to(torch.int64) @ weight[:, start:start + group].t().to(torch.int64)
+        out.add_(sums.to(torch.float32).mul_(scales[:, index:index + 1]))
+    return out
+
+
 def probe_exact(method: str) -> tuple[bool, str]:
-    """Whether ``method`` computes exact int32 sums here: worst-case (every term +-127 * 127) and random operands,
-    one row and many, against int64 sums; (False, why) where it is missing, fails or is off."""
+    """Whether ``method`` computes exact results here: its integer sums on worst-case (every term +-127 * 127) and
+    random operands, one row and many, against int64 sums, and its grouped products against exact_grouped to the
+    bit; (False, why) where it is missing, fails or is off."""
     if method == "int_mm" and not hasattr(torch, "_int_mm"):
         return False, "torch has no _int_mm"
     if method == "avx2" and int8_avx2.kernel().function is None:
         return False, int8_avx2.kernel().reason
+    if method == "vnni" and int8_vnni.kernel().function is None:
+        return False, int8_vnni.kernel().reason
     generator = torch.Generator().manual_seed(0)
     try:
         for rows, depth, cols in ((1, 1024, 64), (7, 1536, 40), (33, 576, 96), (128, 2048, 64), (5, 1000, 7)):
@@ -175,12 +228,16 @@ def probe_exact(method: str) -> tuple[bool, str]:
             weights[0] = QMAX
             weights[1] = -QMAX
             random = torch.randint(-QMAX, QMAX + 1, (rows, depth), dtype=torch.int8, generator=generator)
+            scales = torch.rand((rows, -(-depth // ACTIVATION_GROUP)), generator=generator)
             for a in (full, random, -full):
-                exact = a.to(torch.int64) @ weights.t().to(torch.int64)
-                got = int8_matmul(a, weights.t(), method)
-                if not torch.equal(got.to(torch.int64), exact):
-                    error = int((got.to(torch.int64) - exact).abs().max())
-                    return False, f"a {rows} x {depth} x {cols} product was off by up to {error}"
+                if method in INTEGER_METHODS:
+                    exact = a.to(torch.int64) @ weights.t().to(torch.int64)
+                    got = int8_matmul(a, weights.t(), method).to(torch.int64)
+                    if not torch.equal(got, exact):
+                        error = int((got - exact).abs().max())
+                        return False, f"a {rows} x {depth} x {cols} product was off by up to {error}"
+                if not torch.equal(grouped_matmul(a, scales, weights, method), exact_grouped(a, scales, weights)):
+                    return False, f"a {rows} x {depth} x {cols} grouped product differed from exact sums"
     except (RuntimeError, NotImplementedError) as exc:
         return False, f"it failed: {exc}"
     return True, "exact"
@@ -199,8 +256,8 @@ class Int8Weight(nn.Module):
         return self.qweight.shape
 
     def forward(self, x: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-        q, row_scale = quantize_activations(x)
-        out = int8_matmul(q, self.qweight.t()) * row_scale  # int32 * float32 -> a fresh float32 buffer
+        q, scales = quantize_activations(x)
+        out = grouped_matmul(q, scales, self.qweight)
         out.mul_(self.scale)
         return out if bias is None else out.add_(bias)
 
@@ -208,8 +265,8 @@ class Int8Weight(nn.Module):
 class DequantizedInt8Weight(Int8Weight):
     """A linear map's weight held int8 with per-output-channel scales, multiplied by float activations (W8A32).
 
-    The memory of int8 without the cost of quantizing activations, which is most of int8's accuracy cost (per-token
-    activation scales meet the activations' outlier channels); at the speed of float products. The LM head always
+    The memory of int8 without the cost of quantizing activations, which is most of int8's accuracy cost (activation
+    scales meet the activations' outlier channels); at the speed of float products. The LM head always
     runs this way under quantization="int8" (quantizing its activations per token cost the most accuracy of any map,
     docs/benchmarks.md; held int8, a tied head no longer keeps the float embeddings resident), and every map does
     under quantization="int8-weights". The products are the float path's (row tiles, batch-invariant) over a float

@@ -2,17 +2,19 @@
 or "int8-weights" (the same int8 weights, multiplied by float activations: W8A32, layers/int8_linear.py's
 DequantizedInt8Weight; the memory of int8 at about float32's accuracy and speed).
 
-The recipe (RECIPE; the disk cache is keyed by it, so a changed recipe rebuilds):
+The recipe (RECIPE names the weights' part, which the disk cache holds and is keyed by, so a changed recipe rebuilds):
 
 - weights: per output channel, symmetric: ``scale[n] = max_k |W[n, k]| / 127``, ``Wq = round(W / scale)`` in
   [-127, 127], held int8 in memory (a quarter of float32);
-- activations: per token (row), dynamic, symmetric: ``inv = 127 / max_k |x[m, k]|``, ``xq = round(x * inv)`` in
-  [-127, 127], ``a[m] = max_k |x[m, k]| / 127``;
-- ``y[m, n] = (sum_k xq[m, k] * Wq[n, k]) * a[m] * scale[n] (+ bias[n])``, the sum in int32.
+- activations: dynamic, symmetric, one scale per group of 128 consecutive values of a row (the last group of a row
+  may be shorter): ``a[m, g] = max |x[m, k]| / 127`` over the group, ``xq = round(x / a[m, g])`` in [-127, 127];
+- ``y[m, n] = (sum_g (sum_{k in g} xq[m, k] * Wq[n, k]) * a[m, g]) * scale[n] (+ bias[n])``, each group's sum in
+  integers, the groups added in order.
 
-Every step of that is either elementwise, a max over one row (exact in any order), or an integer sum (exact in any
-order), so a row's output depends on that row alone: no row tiles, no padding, whatever the batch. Attention,
-norms, the residual stream and the products' dequantised outputs stay float32.
+Every step of that is either elementwise, a max over part of one row (exact in any order), or an integer sum (exact
+in any order), so a row's output depends on that row alone: no row tiles, no padding, whatever the batch. Attention,
+norms, the residual stream and the products' dequantised outputs stay float32. Until 2026-12-07 activations had one
+scale per row; a scale per 128 values halved int8's distance from float32 (layers/int8_linear.py).
 
 The integer products and their exactness on every x86-64 CPU: judge_engine/layers/int8_linear.py.
 
@@ -46,7 +48,7 @@ QUANTIZATIONS = ("int8", "int8-weights")
 # a float head keeps a tied model's float embeddings resident (0.9 GB for a 1.5B model); a W8A8 head added half
 # the int8 accuracy cost (max |log-prob - float32| 0.93 against 0.68 on benchmarks/engine_judge.py's prompts);
 # the weight alone costs little of either.
-RECIPE = "w8a8-sym-perchannel-pertoken-v1-head-w8a32"
+RECIPE = "w8-sym-perchannel-v2-head-w8a32"   # v1 named the per-row activations too; the weights are unchanged
 
 
 def load_quantized(model: nn.Module, source: WeightSource, cache_dir: str | Path | None = None,

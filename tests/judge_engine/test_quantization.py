@@ -18,7 +18,8 @@ from judge_engine.loading import quantization
 from judge_engine.config import EngineConfig, EngineConfigError
 from judge_engine.layers import int8_linear as int8
 from judge_engine.loading.weight_source import TensorRows
-from judge_engine.layers.int8_linear import Int8Weight, int8_matmul, int8_matmul_method, quantize_activations
+from judge_engine.layers.int8_linear import (Int8Weight, exact_grouped, grouped_matmul, int8_matmul, int8_matmul_method,
+                                             quantize_activations)
 
 CHOICES = [" yes", " no"]
 FAMILIES = ["tiny_llama", "tiny_qwen2", "tiny_gemma2", "tiny_phi3"]
@@ -38,8 +39,13 @@ def int8_operands(rows: int, depth: int, cols: int, seed: int) -> tuple[torch.Te
 
 
 def usable_methods() -> list[str]:
-    """The int8 routes this machine can run exactly (float32 everywhere; int_mm and avx2 where their probes pass)."""
+    """The int8 routes this machine can run exactly (float32 everywhere; vnni, int_mm and avx2 where their probes
+    pass)."""
     return int8.exact_routes()[0]
+
+
+def usable_integer_methods() -> list[str]:
+    return [method for method in usable_methods() if method in int8.INTEGER_METHODS]
 
 
 @pytest.mark.parametrize("rows, depth, cols", [(1, 64, 48), (7, 1000, 40), (33, 1025, 96), (300, 2500, 24),
@@ -51,10 +57,51 @@ def test_every_int8_method_gives_the_exact_integer_sums(rows, depth, cols):
     if rows > 1:
         a[-1] = -128   # the AVX2 kernel takes |-128| as 128 unsigned: still exact
     exact = exact_product(a, b)
-    for method in usable_methods():
+    for method in usable_integer_methods():
         assert torch.equal(int8_matmul(a, b, method), exact), method
     assert int8_matmul_method() in usable_methods()
-    assert torch.equal(int8_matmul(a, b), exact)
+
+
+@pytest.mark.parametrize("rows, depth, cols", [(1, 128, 2), (7, 1536, 40), (33, 576, 96), (200, 1000, 70),
+                                               (6, 4, 33), (5, 130, 31), (2, 8960, 17), (400, 256, 100)])
+def test_every_route_gives_the_grouped_products_of_exact_sums_to_the_bit(rows, depth, cols):
+    """The VNNI kernel (its row tiles and blocks, column panels and masks, a last group shorter than the others,
+    terms not a multiple of 4) and the slices of every integer route equal the products of int64 sums to the bit;
+    worst cases included: every term +-127 * 127."""
+    a, b = int8_operands(rows, depth, cols, seed=rows * depth)
+    weight = b.t()
+    scales = torch.rand((rows, -(-depth // int8.ACTIVATION_GROUP)), generator=torch.Generator().manual_seed(depth))
+    exact = exact_grouped(a, scales, weight)
+    full = torch.full((rows, depth), 127, dtype=torch.int8)
+    threads = torch.get_num_threads()
+    try:
+        for count in (1, 3):   # the kernels split the columns among the threads
+            torch.set_num_threads(count)
+            for method in usable_methods():
+                assert torch.equal(grouped_matmul(a, scales, weight, method), exact), (method, count)
+                assert torch.equal(grouped_matmul(-full, scales, weight, method),
+                                   exact_grouped(-full, scales, weight)), (method, count)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def test_the_vnni_kernel_is_built_where_the_cpu_has_avx512_vnni_and_else_says_why(monkeypatch, tmp_path):
+    from judge_engine.layers import c_kernels, int8_vnni
+    from judge_engine.loading.cpu_info import CpuInfo, host_cpu
+    if "avx512_vnni" in host_cpu().flags and c_kernels.compiler() is not None:
+        assert int8_vnni.kernel().function is not None, int8_vnni.kernel().reason
+        assert int8.probe_exact("vnni") == (True, "exact")
+    monkeypatch.setattr(c_kernels, "host_cpu", lambda: CpuInfo("an AVX2 CPU", frozenset({"avx", "avx2", "fma"})))
+    int8_vnni.kernel.cache_clear()
+    try:
+        found = int8_vnni.kernel()
+        assert found.function is None and "AVX512F" in found.reason and "AVX512_VNNI" in found.reason
+        assert int8.probe_exact("vnni") == (False, found.reason)
+        with pytest.raises(RuntimeError, match="unavailable"):
+            int8_vnni.grouped_matmul(torch.zeros(1, 8, dtype=torch.int8), torch.ones(1, 1),
+                                     torch.zeros(2, 8, dtype=torch.int8), 128)
+    finally:
+        int8_vnni.kernel.cache_clear()
 
 
 def test_the_avx2_kernel_is_built_where_the_cpu_has_avx2_and_a_c_compiler_is_found():
@@ -103,15 +150,20 @@ def test_a_compiler_that_fails_leaves_the_kernel_unavailable_with_its_message(mo
         int8_avx2.kernel.cache_clear()
 
 
+NO_VNNI = (False, "this CPU lists no AVX512_VNNI")
+
+
 @pytest.mark.parametrize("exact, speeds, chosen", [
-    ({"int_mm": (True, "exact"), "avx2": (True, "exact")}, {"int_mm": 130.0, "avx2": 90.0, "float32": 40.0},
-     "int_mm"),                                                                      # VNNI: _int_mm exact and fast
-    ({"int_mm": (True, "exact"), "avx2": (True, "exact")}, {"int_mm": 1.9, "avx2": 160.0, "float32": 110.0},
-     "avx2"),                                                                        # AMD Zen 3: the AVX2 kernel
-    ({"int_mm": (True, "exact"), "avx2": (False, "no C compiler")}, {"int_mm": 1.9, "float32": 51.0},
-     "float32"),                                                                     # Zen 3 without a compiler
-    ({"int_mm": (False, "off by 10^5"), "avx2": (False, "no AVX2")}, {"int_mm": 130.0, "float32": 40.0},
-     "float32"),                                                                     # saturating 16-bit sums
+    ({"vnni": (True, "exact"), "int_mm": (True, "exact"), "avx2": (True, "exact")},
+     {"vnni": 430.0, "int_mm": 180.0, "avx2": 90.0, "float32": 40.0}, "vnni"),      # Zen 4: the VNNI kernel
+    ({"vnni": (True, "exact"), "int_mm": (True, "exact"), "avx2": (True, "exact")},
+     {"vnni": 430.0, "int_mm": 900.0, "avx2": 90.0, "float32": 40.0}, "int_mm"),    # AMX: oneDNN's slices
+    ({"vnni": NO_VNNI, "int_mm": (True, "exact"), "avx2": (True, "exact")},
+     {"int_mm": 1.9, "avx2": 160.0, "float32": 110.0}, "avx2"),                     # AMD Zen 3: the AVX2 kernel
+    ({"vnni": NO_VNNI, "int_mm": (True, "exact"), "avx2": (False, "no C compiler")},
+     {"int_mm": 1.9, "float32": 51.0}, "float32"),                                  # Zen 3 without a compiler
+    ({"vnni": NO_VNNI, "int_mm": (False, "off by 10^5"), "avx2": (False, "no AVX2")},
+     {"int_mm": 130.0, "float32": 40.0}, "float32"),                                # saturating 16-bit sums
 ])
 def test_the_int8_method_is_the_fastest_of_the_exact_ones(monkeypatch, exact, speeds, chosen):
     monkeypatch.delenv(int8.MATMUL_ENV, raising=False)
@@ -149,11 +201,11 @@ def test_a_route_four_times_slower_at_its_warm_up_is_not_timed_again(monkeypatch
     import time as clock
     calls = {"fast": 0, "slow": 0}
 
-    def fake_matmul(a, b, method):
+    def fake_matmul(a, scales, weight, method):
         calls[method] += 1
         clock.sleep(0.001 if method == "fast" else 0.02)
 
-    monkeypatch.setattr(int8, "int8_matmul", fake_matmul)
+    monkeypatch.setattr(int8, "grouped_matmul", fake_matmul)
     speeds = int8.probe_speeds(["fast", "slow"], rows=4, depth=32, cols=4, repeats=3)
     assert calls == {"fast": 4, "slow": 1} and speeds["fast"] > speeds["slow"]
 
@@ -179,15 +231,25 @@ def test_int8_scores_are_the_same_bits_whatever_route_is_forced(method, tiny_qwe
         int8.int8_products.cache_clear()
 
 
-def test_a_row_is_quantized_from_itself_alone():
-    x = torch.randn(50, 96) * torch.linspace(0.1, 30, 50)[:, None]
+def test_a_group_of_a_row_is_quantized_from_its_own_values_alone():
+    group = int8.ACTIVATION_GROUP
+    x = torch.randn(50, 2 * group + 40) * torch.linspace(0.1, 30, 50)[:, None]   # a shorter last group
     x[3] = 0.0
+    x[5, group:2 * group] = 0.0
     q, scale = quantize_activations(x)
+    assert scale.shape == (50, 3)
     alone_q, alone_scale = quantize_activations(x[17:18])
     assert torch.equal(q[17:18], alone_q) and torch.equal(scale[17:18], alone_scale)
+    changed = x.clone()
+    changed[:, group:] *= 1000.0   # an outlier elsewhere in the row leaves the first group's codes as they were
+    assert torch.equal(quantize_activations(changed)[0][:, :group], q[:, :group])
     assert q.dtype == torch.int8 and int(q.abs().max()) == 127
-    assert torch.equal(q[3], torch.zeros(96, dtype=torch.int8)) and float(scale[3]) == 0.0
-    torch.testing.assert_close(q.float() * scale, x, atol=float(scale.max()) / 2 + 1e-6, rtol=0)
+    assert torch.equal(q[3], torch.zeros_like(q[3])) and not scale[3].any()
+    assert not q[5, group:2 * group].any() and float(scale[5, 1]) == 0.0 and scale[5, 0] > 0
+    per_value = scale.repeat_interleave(group, dim=1)[:, :x.shape[1]]
+    assert ((q.float() * per_value - x).abs() <= per_value / 2 + 1e-6).all()
+    empty_q, empty_scale = quantize_activations(x[:0])   # a step with no rows for this map
+    assert empty_q.shape == (0, x.shape[1]) and empty_scale.shape == (0, 3)
 
 
 def test_an_int8_product_of_a_row_is_the_same_alone_and_in_any_batch():
@@ -220,8 +282,8 @@ def test_the_int8_head_multiplies_float_activations_by_the_int8_weight_chunk_by_
 
 def test_int8_scores_in_their_own_process_with_onednn_capped_at_avx2_are_the_same_bits(tiny_llama, tmp_path):
     """oneDNN's int8 kernels without VNNI saturate 16-bit sums; capped at AVX2 (ONEDNN_MAX_CPU_ISA), the probe must
-    notice it and take an exact route (the AVX2 kernel or float32 products): the scores are then the bits of this
-    process's, whatever this CPU has."""
+    notice it and take another exact route (the VNNI kernel, the AVX2 kernel or float32 products, none of them
+    oneDNN's): the scores are then the bits of this process's, whatever this CPU has."""
     prompts = [random_prompt(700 + i, 20 + 9 * i) for i in range(3)]
     script = (
         "import json, sys, torch\n"
@@ -242,7 +304,7 @@ def test_int8_scores_in_their_own_process_with_onednn_capped_at_avx2_are_the_sam
     capped, native = run(ONEDNN_MAX_CPU_ISA="AVX2"), run()
     assert capped["scores"] == native["scores"]
     if not capped["probe"][0]:  # a CPU with VNNI: capped, _int_mm saturates; uncapped it is exact
-        assert capped["method"] in ("avx2", "float32")
+        assert capped["method"] in ("vnni", "avx2", "float32")
     here = tiny_llm(tiny_llama, quantization="int8", cache_dir=tmp_path / "cache").score(prompts, CHOICES)
     assert here == native["scores"]
 

@@ -78,7 +78,7 @@ def test_list_shows_every_catalog_model_with_size_licence_method_and_whether_it_
     # what this CPU computes with: the probes' choices, whichever they are on the machine running the test
     report = {line.split(":")[0]: line for line in table if ": " in line}
     assert set(report) >= {"this CPU", "float products", "int8 products", "GGUF weights", "float32 products"}
-    assert report["int8 products"].split()[2] in ("int_mm", "avx2", "float32")
+    assert report["int8 products"].split()[2] in ("vnni", "int_mm", "avx2", "float32")
     assert report["GGUF weights"].split()[2] == "blocks" and "kept in the file's block formats" in report["GGUF weights"]
     assert report["float products"].split()[2] in ("float32", "bfloat16")
     assert report["float32 products"].split()[2] in ("float_gemm.c", "row")   # the engine's kernel, or row tiles
