@@ -9,9 +9,9 @@ benchmarks/engine_judge.py's prompts (the 1.5B default) the mean |P(met) differe
 0.015 (docs/benchmarks.md). Every step is elementwise, a max over part of one row or an exact integer sum, so a row's
 output depends on that row alone, whatever the batch.
 
-The routes (METHODS), each giving the same bits: "vnni", the AVX-512 VNNI kernel (int8_vnni.py), the groups' sums
-kept in registers; or slices, each group's integer sums through ``int8_matmul`` ("int_mm": torch._int_mm, oneDNN;
-"avx2": the AVX2 kernel of int8_avx2.py; "float32": float32 products of the codes), then scaled and added.
+The routes (METHODS), each giving the same bits: "vnni", the AVX-512 VNNI kernel (int8_vnni.py), and "avx2", the
+AVX2 kernel (int8_avx2.py), each computing the groups in one pass; or slices, each group's integer sums through
+``int8_matmul`` ("int_mm": torch._int_mm, oneDNN; "float32": float32 products of the codes), then scaled and added.
 ``_int_mm`` is not exact everywhere: on CPUs without AVX-512 VNNI / AVX-VNNI / AMX, oneDNN's int8 kernels saturate
 16-bit intermediate sums (measured here with ONEDNN_MAX_CPU_ISA=AVX2 or AVX512_CORE: a 1024-term row of 127s came
 out 16,385,536 too small, random rows off by 10^5). It is not fast everywhere either: on an AMD EPYC (Zen 3, AVX2) it
@@ -96,6 +96,8 @@ def grouped_matmul(q: torch.Tensor, scales: torch.Tensor, weight: torch.Tensor, 
     method = method or int8_matmul_method()
     if method == "vnni":
         return int8_vnni.grouped_matmul(q, scales, weight, group)
+    if method == "avx2" and group % 32 == 0:
+        return int8_avx2.grouped_matmul(q, scales, weight, group)
     out = torch.zeros((q.shape[0], weight.shape[0]), dtype=torch.float32)
     for index, start in enumerate(range(0, q.shape[1], group)):
         sums = int8_matmul(q[:, start:start + group], weight[:, start:start + group].t(), method)
