@@ -30,6 +30,11 @@ SOURCES = Path(__file__).parent / "kernels"
 # makes the fused instruction available to the kernel that asks for it by name, float_gemm.c)
 FLAGS = ("-O3", "-mavx2", "-mfma", "-ffp-contract=off", "-shared", "-fPIC", "-pthread")
 COMPILE_TIMEOUT_S = 120
+# The grouped int8 products' entry points (int8_groups_vnni.c, int8_avx2.c's int8_avx2_grouped): a, lda, scales, lds,
+# rows, depth, group, w, ldw, c, ldc, cols, threads; they return 0, or -1 for a group they do not take
+GROUPED_INT8_ARGUMENTS = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
+                          ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p,
+                          ctypes.c_int64, ctypes.c_int64, ctypes.c_int]
 
 
 @dataclass(frozen=True)
@@ -48,9 +53,10 @@ def compiler() -> list[str] | None:
     return None
 
 
-def load(source_name: str, entry_point: str, argtypes: list, needs: tuple[str, ...] = ("avx2",)) -> Kernel:
+def load(source_name: str, entry_point: str, argtypes: list, needs: tuple[str, ...] = ("avx2",),
+         restype=None) -> Kernel:
     """The function ``entry_point`` of ``kernels/<source_name>``, built here unless built before; ``needs``: the CPU
-    flags (as /proc/cpuinfo spells them) its instructions need."""
+    flags (as /proc/cpuinfo spells them) its instructions need; ``restype``: its return type (None: void)."""
     if platform.machine().lower() not in ("x86_64", "amd64"):
         return Kernel(None, f"not an x86-64 CPU ({platform.machine()})")
     missing = [flag for flag in needs if flag not in host_cpu().flags]
@@ -65,7 +71,7 @@ def load(source_name: str, entry_point: str, argtypes: list, needs: tuple[str, .
         return Kernel(None, f"it could not be built or loaded: {exc}")
     function = getattr(library, entry_point)
     function.argtypes = argtypes
-    function.restype = None
+    function.restype = restype
     return Kernel(function, f"built from judge_engine/layers/kernels/{source_name}")
 
 

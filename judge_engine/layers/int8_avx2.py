@@ -7,8 +7,9 @@ and scales activations per tensor, so a row's result would depend on its batch. 
 vpmaddubsw / vpmaddwd on |a| and b carrying a's sign, which never saturates for values in [-127, 127], so its int32
 sums are the same integers as every other route (docs/engine-design.md, int8 products).
 
-The same file computes int8 linear maps' grouped products (activation scales per group of terms,
-int8_linear.grouped_matmul) in one pass, each group's sums gathered from the tiles' lanes at the group's end.
+The same file computes int8 linear maps' grouped products (activation scales per group of terms; int8_linear's
+grouped_matmul calls ``grouped_kernel``) in one pass, each group's sums gathered from the tiles' lanes at the
+group's end.
 
 Built once per machine and loaded by layers/c_kernels.py; without a C compiler, or on a CPU without AVX2, the
 kernel is unavailable and the engine uses another exact route.
@@ -35,12 +36,10 @@ def kernel() -> c_kernels.Kernel:
 
 @functools.lru_cache(maxsize=1)
 def grouped_kernel() -> c_kernels.Kernel:
-    """The grouped products' entry point of the same library."""
-    found = c_kernels.load("int8_avx2.c", GROUPED_ENTRY_POINT,
-                           [ctypes.c_void_p] * 4 + [ctypes.c_long] * 8 + [ctypes.c_int])
-    if found.function is not None:
-        found.function.restype = ctypes.c_int
-    return found
+    """The grouped products' entry point of the same library, with int8_vnni.kernel's arguments (int8_linear's
+    grouped_matmul calls either)."""
+    return c_kernels.load("int8_avx2.c", GROUPED_ENTRY_POINT, c_kernels.GROUPED_INT8_ARGUMENTS,
+                          restype=ctypes.c_int)
 
 
 def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -63,26 +62,3 @@ def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
                  out.stride(0), torch.get_num_threads())
     return out
 
-
-def grouped_matmul(q: torch.Tensor, scales: torch.Tensor, weight: torch.Tensor, group: int) -> torch.Tensor:
-    """float32 [M, N]: ``sum_g float(q_g @ weight_g.T) * scales[:, g]``, groups of ``group`` terms in order (the last
-    one may be shorter; ``group`` a multiple of 32 up to 1024), for int8 ``q [M, K]`` and ``weight [N, K]`` (values in
-    [-127, 127]) and float32 ``scales [M, ceil(K / group)]``: int8_linear.grouped_matmul's bits. Raises RuntimeError
-    where the kernel is unavailable."""
-    function = grouped_kernel().function
-    if function is None:
-        raise RuntimeError(f"the AVX2 int8 kernel is unavailable: {grouped_kernel().reason}")
-    rows, depth = q.shape
-    if q.dtype != torch.int8 or weight.dtype != torch.int8 or scales.dtype != torch.float32:
-        raise ValueError("the AVX2 kernel's grouped products take int8 activations and weights, float32 scales")
-    if weight.shape[1] != depth or scales.shape != (rows, -(-depth // group)) or group % 32 or not 0 < group <= 1024:
-        raise ValueError(f"shapes {tuple(q.shape)}, {tuple(scales.shape)} and {tuple(weight.shape)} do not match "
-                         f"groups of {group} terms (a multiple of 32, at most 1024)")
-    q = q if q.stride(1) == 1 else q.contiguous()
-    weight = weight if weight.stride(1) == 1 else weight.contiguous()
-    scales = scales if scales.stride(1) == 1 else scales.contiguous()
-    out = torch.empty((rows, weight.shape[0]), dtype=torch.float32)
-    if rows and weight.shape[0]:
-        function(q.data_ptr(), weight.data_ptr(), scales.data_ptr(), out.data_ptr(), rows, weight.shape[0], depth,
-                 group, q.stride(0), weight.stride(0), scales.stride(0), out.stride(0), torch.get_num_threads())
-    return out

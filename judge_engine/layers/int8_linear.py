@@ -33,6 +33,7 @@ import time
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from judge_engine.layers import int8_avx2, int8_vnni, row_tiles
@@ -69,23 +70,18 @@ def quantize_activations(x: torch.Tensor, group: int = ACTIVATION_GROUP) -> tupl
     row (the last group may be shorter), from those values alone. A zero group gives zeros."""
     x = x.to(torch.float32)
     rows, depth = x.shape
-    whole = depth - depth % group
-    parts = [x[:, :whole].reshape(rows, whole // group, group)] if whole else []
-    if whole < depth:
-        parts.append(x[:, whole:].unsqueeze(1))
-    q = torch.empty((rows, depth), dtype=torch.int8)
-    scales = []
-    start = 0
-    for part in parts:
-        # max |x| as max(max x, -min x): two plain reductions run ~50x faster than vector_norm(inf) (measured)
-        amax = torch.maximum(part.amax(-1, keepdim=True), part.amin(-1, keepdim=True).neg_())
-        inverse = QMAX / amax.clamp_min(1e-30)
-        # no clamp needed: |x| <= amax, so |x * inverse| <= 127 * (1 + 2^-23)^2 < 127.5 rounds into [-127, 127]
-        stop = start + part.shape[1] * part.shape[2]
-        q[:, start:stop] = torch.mul(part, inverse).round_().reshape(rows, stop - start)
-        scales.append(amax.squeeze(-1) / QMAX)
-        start = stop
-    return q, torch.cat(scales, dim=1) if scales else torch.empty((rows, 0))
+    short = -depth % group   # zeros fill the last group: they change neither its max |x| nor its codes
+    groups = (F.pad(x, (0, short)) if short else x).reshape(rows, (depth + short) // group, group)
+    # max |x| as max(max x, -min x): two plain reductions run ~50x faster than vector_norm(inf) (measured)
+    amax = torch.maximum(groups.amax(-1, keepdim=True), groups.amin(-1, keepdim=True).neg_())
+    inverse = QMAX / amax.clamp_min(1e-30)
+    # no clamp needed: |x| <= amax, so |x * inverse| <= 127 * (1 + 2^-23)^2 < 127.5 rounds into [-127, 127]
+    q = torch.mul(groups, inverse).round_().to(torch.int8).reshape(rows, depth + short)[:, :depth]
+    return q, amax.squeeze(-1) / QMAX
+
+
+# grouped_matmul's routes that compute every group in one kernel call: route -> (its kernel, the group sizes it takes)
+GROUPED_KERNELS = {"vnni": (int8_vnni.kernel, 4), "avx2": (int8_avx2.grouped_kernel, 32)}
 
 
 def grouped_matmul(q: torch.Tensor, scales: torch.Tensor, weight: torch.Tensor, method: str | None = None,
@@ -93,14 +89,52 @@ def grouped_matmul(q: torch.Tensor, scales: torch.Tensor, weight: torch.Tensor, 
     """float32 [M, N] = ``sum_g float(q_g @ weight_g.T) * scales[:, g]``, groups in order, for int8 ``q [M, K]``,
     ``weight [N, K]`` and ``scales [M, ceil(K / group)]`` from quantize_activations; ``method`` one of METHODS
     (None: the process's choice). Every method gives the same bits."""
+    _check_grouped(q, scales, weight, group)
     method = method or int8_matmul_method()
-    if method == "vnni":
-        return int8_vnni.grouped_matmul(q, scales, weight, group)
-    if method == "avx2" and group % 32 == 0:
-        return int8_avx2.grouped_matmul(q, scales, weight, group)
+    if method in GROUPED_KERNELS and group % GROUPED_KERNELS[method][1] == 0:
+        return _grouped_kernel_call(method, q, scales, weight, group)
+    return _grouped_by_slices(q, scales, weight, group, lambda a, b: int8_matmul(a, b, method))
+
+
+def exact_grouped(q: torch.Tensor, scales: torch.Tensor, weight: torch.Tensor,
+                  group: int = ACTIVATION_GROUP) -> torch.Tensor:
+    """grouped_matmul's result from int64 sums: the reference every route must equal to the bit."""
+    return _grouped_by_slices(q, scales, weight, group, lambda a, b: a.to(torch.int64) @ b.to(torch.int64))
+
+
+def _check_grouped(q: torch.Tensor, scales: torch.Tensor, weight: torch.Tensor, group: int) -> None:
+    if q.dtype != torch.int8 or weight.dtype != torch.int8 or scales.dtype != torch.float32:
+        raise ValueError("grouped int8 products take int8 activations and weights, with float32 scales")
+    if q.device.type != "cpu" or weight.device.type != "cpu" or scales.device.type != "cpu":
+        raise ValueError("grouped int8 products run on the CPU")
+    rows, depth = q.shape
+    if weight.shape[1] != depth or scales.shape != (rows, -(-depth // group)) or not 0 < group <= EXACT_FLOAT32_K:
+        # a group of at most 1024 terms sums below 2^24, so its sum turns into float32 exactly
+        raise ValueError(f"shapes {tuple(q.shape)}, {tuple(scales.shape)} and {tuple(weight.shape)} do not match "
+                         f"groups of {group} terms (at most {EXACT_FLOAT32_K})")
+
+
+def _grouped_kernel_call(method: str, q: torch.Tensor, scales: torch.Tensor, weight: torch.Tensor,
+                         group: int) -> torch.Tensor:
+    found = GROUPED_KERNELS[method][0]()
+    if found.function is None:
+        raise RuntimeError(f"the {method} int8 kernel is unavailable: {found.reason}")
+    q, scales, weight = (t if t.stride(1) == 1 else t.contiguous() for t in (q, scales, weight))
+    out = torch.empty((q.shape[0], weight.shape[0]), dtype=torch.float32)
+    arguments = (q.data_ptr(), q.stride(0), scales.data_ptr(), scales.stride(0), q.shape[0], q.shape[1], group,
+                 weight.data_ptr(), weight.stride(0), out.data_ptr(), out.stride(0), weight.shape[0],
+                 torch.get_num_threads())
+    if out.numel() and found.function(*arguments) != 0:
+        raise ValueError(f"the {method} int8 kernel refused groups of {group} terms")
+    return out
+
+
+def _grouped_by_slices(q: torch.Tensor, scales: torch.Tensor, weight: torch.Tensor, group: int,
+                       integer_sums) -> torch.Tensor:
+    """The groups one at a time: ``integer_sums(a [M, g], b [g, N])``'s exact sums, into float, times the scales."""
     out = torch.zeros((q.shape[0], weight.shape[0]), dtype=torch.float32)
     for index, start in enumerate(range(0, q.shape[1], group)):
-        sums = int8_matmul(q[:, start:start + group], weight[:, start:start + group].t(), method)
+        sums = integer_sums(q[:, start:start + group], weight[:, start:start + group].t())
         out.add_(sums.to(torch.float32).mul_(scales[:, index:index + 1]))
     return out
 
@@ -200,16 +234,6 @@ def probe_speeds(methods: list[str], rows: int = 256, depth: int = 1536, cols: i
         lost = bool(times) and warm_up > 4 * min(times.values())
         times[method] = warm_up if lost else min(seconds(method) for _ in range(repeats))
     return {method: 2 * rows * depth * cols / max(elapsed, 1e-9) / 1e9 for method, elapsed in times.items()}
-
-
-def exact_grouped(q: torch.Tensor, scales: torch.Tensor, weight: torch.Tensor,
-                  group: int = ACTIVATION_GROUP) -> torch.Tensor:
-    """grouped_matmul's result from int64 sums: the reference every route must equal to the bit."""
-    out = torch.zeros((q.shape[0], weight.shape[0]), dtype=torch.float32)
-    for index, start in enumerate(range(0, q.shape[1], group)):
-        sums = q[:, start:start + group].to(torch.int64) @ weight[:, start:start + group].t().to(torch.int64)
-        out.add_(sums.to(torch.float32).mul_(scales[:, index:index + 1]))
-    return out
 
 
 def probe_exact(method: str) -> tuple[bool, str]:

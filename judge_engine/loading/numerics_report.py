@@ -12,8 +12,8 @@ class CpuNumerics:
     cpu: str            # the model name and the flags that decide matrix-product speed
     float_dtype: str    # the dtype a CPU engine computes in when none is asked for
     float_reason: str
-    int8_method: str    # "vnni" (int8_groups_vnni.c), or group slices through "int_mm" (torch._int_mm), "avx2"
-                        # (int8_avx2.c) or "float32" (float32 products of int8s)
+    int8_method: str    # "vnni" (int8_groups_vnni.c), "avx2" (int8_avx2.c), or group slices through "int_mm"
+                        # (torch._int_mm) or "float32" (float32 products of int8s)
     int8_reason: str
     gguf_weights: str   # "blocks" or "float32" (JUDGE_ENGINE_GGUF_WEIGHTS)
     gguf_reason: str

@@ -98,8 +98,8 @@ def test_the_vnni_kernel_is_built_where_the_cpu_has_avx512_vnni_and_else_says_wh
         assert found.function is None and "AVX512F" in found.reason and "AVX512_VNNI" in found.reason
         assert int8.probe_exact("vnni") == (False, found.reason)
         with pytest.raises(RuntimeError, match="unavailable"):
-            int8_vnni.grouped_matmul(torch.zeros(1, 8, dtype=torch.int8), torch.ones(1, 1),
-                                     torch.zeros(2, 8, dtype=torch.int8), 128)
+            grouped_matmul(torch.zeros(1, 8, dtype=torch.int8), torch.ones(1, 1), torch.zeros(2, 8, dtype=torch.int8),
+                           "vnni")
     finally:
         int8_vnni.kernel.cache_clear()
 

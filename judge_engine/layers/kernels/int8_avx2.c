@@ -232,9 +232,10 @@ static void *grouped_part_thread(void *arg) {
 }
 
 /* c [rows, cols] (float32) = the grouped products of a [rows, depth] and b [cols, depth] with scales [rows,
- * ceil(depth / group)]; group a multiple of 32 up to 1024 (else -1, c untouched); the columns split among threads */
-int int8_avx2_grouped(const int8_t *a, const int8_t *b, const float *scales, float *c, long rows, long cols,
-                      long depth, long group, long lda, long ldb, long lds, long ldc, int threads) {
+ * ceil(depth / group)]; group a multiple of 32 up to 1024 (else -1, c untouched); the columns split among threads.
+ * The arguments of int8_groups_vnni.c's entry point, in its order: int8_linear.py calls either alike. */
+int int8_avx2_grouped(const int8_t *a, long lda, const float *scales, long lds, long rows, long depth, long group,
+                      const int8_t *b, long ldb, float *c, long ldc, long cols, int threads) {
     if (group <= 0 || group % 32 != 0 || group > 1024) return -1;
     grouped_part_t parts[MAX_THREADS];
     threads = thread_count(threads);
