@@ -6,11 +6,12 @@ For the shapes of the default judge's linear maps (Qwen2.5-Coder-1.5B: Q/K/V 153
 gate/up 1536 -> 17920, down 8960 -> 1536) at each row count (a decode step, a chunk, a full 2048-token step), times
 every route this machine can run exactly and a float32 product of float operands (torch.mm: what a float32 engine
 computes), in rounds that alternate them so the machine's drift touches all alike. Each route computes the
-engine's grouped product (activation scales per 128 terms): the VNNI kernel, or each group's integer sums through
-torch._int_mm, the AVX2 kernel or float32 products of the int8 values, then scaled and added. Where _int_mm is
-exact, one plain _int_mm product ("int_mm per row": the integer sums for one scale per row, int8's recipe until
-2026-12-07) shows what the groups cost. Prints the CPU, the route the engine's probe chose, GFLOP/s per shape (best
-of the rounds) and each route's total time over all shapes against torch.mm's.
+engine's grouped product (a scale per 32 terms of activations and of weights): the VNNI kernel or the AVX2 kernel
+in one pass, or each group's integer sums through torch._int_mm or float32 products of the int8 values, then
+scaled and added. Where _int_mm is exact, one plain _int_mm product ("int_mm per row": the integer sums for one
+scale per row and per channel, int8's recipe until 2026-12-07) shows what the groups cost. Prints the CPU, the
+route the engine's probe chose, GFLOP/s per shape (best of the rounds) and each route's total time over all shapes
+against torch.mm's.
 """
 
 from __future__ import annotations
@@ -56,9 +57,11 @@ def main() -> None:
         for index, (rows, depth, cols, _name) in enumerate(shapes):
             a = torch.randint(-127, 128, (rows, depth), dtype=torch.int8, generator=generator)
             weight = torch.randint(-127, 128, (cols, depth), dtype=torch.int8, generator=generator)
-            scales = torch.rand((rows, -(-depth // int8_linear.ACTIVATION_GROUP)), generator=generator)
+            scales = torch.rand((rows, -(-depth // int8_linear.GROUP)), generator=generator)
+            weight_scales = torch.rand((cols, -(-depth // int8_linear.GROUP)), generator=generator)
             a_float, weight_float = a.float(), weight.float()
-            runs = {route: (lambda r=route: int8_linear.grouped_matmul(a, scales, weight, r)) for route in routes}
+            runs = {route: (lambda r=route: int8_linear.grouped_matmul(a, scales, weight, weight_scales, r))
+                    for route in routes}
             if "int_mm" in routes:
                 runs["int_mm per row"] = lambda: int8_linear.int8_matmul(a, weight.t(), "int_mm")
             runs["torch.mm float32"] = lambda: torch.mm(a_float, weight_float.t())

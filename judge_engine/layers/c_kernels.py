@@ -30,11 +30,12 @@ SOURCES = Path(__file__).parent / "kernels"
 # makes the fused instruction available to the kernel that asks for it by name, float_gemm.c)
 FLAGS = ("-O3", "-mavx2", "-mfma", "-ffp-contract=off", "-shared", "-fPIC", "-pthread")
 COMPILE_TIMEOUT_S = 120
-# The grouped int8 products' entry points (int8_groups_vnni.c, int8_avx2.c's int8_avx2_grouped): a, lda, scales, lds,
-# rows, depth, group, w, ldw, c, ldc, cols, threads; they return 0, or -1 for a group they do not take
+# The grouped int8 products' entry points (int8_groups_vnni.c, int8_groups_avx2.c): a, lda, scales, lds,
+# rows, depth, group, w, ldw, weight_scales, ldws, c, ldc, cols, threads; they return 0, or -1 for a group they do
+# not take
 GROUPED_INT8_ARGUMENTS = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
                           ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p,
-                          ctypes.c_int64, ctypes.c_int64, ctypes.c_int]
+                          ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int]
 
 
 @dataclass(frozen=True)

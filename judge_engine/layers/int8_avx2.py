@@ -7,9 +7,9 @@ and scales activations per tensor, so a row's result would depend on its batch. 
 vpmaddubsw / vpmaddwd on |a| and b carrying a's sign, which never saturates for values in [-127, 127], so its int32
 sums are the same integers as every other route (docs/engine-design.md, int8 products).
 
-The same file computes int8 linear maps' grouped products (activation scales per group of terms; int8_linear's
-grouped_matmul calls ``grouped_kernel``) in one pass, each group's sums gathered from the tiles' lanes at the
-group's end.
+int8 linear maps' grouped products (scales per group of terms; int8_linear's grouped_matmul calls
+``grouped_kernel``) come from ``kernels/int8_groups_avx2.c``, in one pass: int8_groups_vnni.c's layout (each 32-bit
+lane one output column, four terms at a time) with the same pair products in place of vpdpbusd.
 
 Built once per machine and loaded by layers/c_kernels.py; without a C compiler, or on a CPU without AVX2, the
 kernel is unavailable and the engine uses another exact route.
@@ -25,7 +25,7 @@ import torch
 from judge_engine.layers import c_kernels
 
 ENTRY_POINT = "int8_avx2_matmul"
-GROUPED_ENTRY_POINT = "int8_avx2_grouped"
+GROUPED_ENTRY_POINT = "int8_groups_avx2"
 
 
 @functools.lru_cache(maxsize=1)
@@ -36,9 +36,9 @@ def kernel() -> c_kernels.Kernel:
 
 @functools.lru_cache(maxsize=1)
 def grouped_kernel() -> c_kernels.Kernel:
-    """The grouped products' entry point of the same library, with int8_vnni.kernel's arguments (int8_linear's
-    grouped_matmul calls either)."""
-    return c_kernels.load("int8_avx2.c", GROUPED_ENTRY_POINT, c_kernels.GROUPED_INT8_ARGUMENTS,
+    """The grouped products' kernel, with int8_vnni.kernel's arguments (int8_linear's grouped_matmul calls
+    either)."""
+    return c_kernels.load("int8_groups_avx2.c", GROUPED_ENTRY_POINT, c_kernels.GROUPED_INT8_ARGUMENTS,
                           restype=ctypes.c_int)
 
 

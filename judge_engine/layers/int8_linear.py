@@ -1,13 +1,14 @@
 """int8 linear maps' products (W8A8: judge_engine/loading/quantization.py), and the route that computes them here.
 
-Activations are quantized with one scale per ACTIVATION_GROUP consecutive terms of a row (the last group of a row
-may be shorter), weights with one scale per output channel, and each output is
-``((0 + P_0 * s_0) + P_1 * s_1) + ...``: ``P_g`` the exact integer sum over group ``g`` of activation codes times
-weight codes, ``s_g`` the row's scale for that group, one float rounding per multiply and per add, groups in order.
-A scale per group rather than per row keeps an outlier channel from coarsening the whole row: against float32 on
-benchmarks/engine_judge.py's prompts (the 1.5B default) the mean |P(met) difference| went from 0.029 (per row) to
-0.015 (docs/benchmarks.md). Every step is elementwise, a max over part of one row or an exact integer sum, so a row's
-output depends on that row alone, whatever the batch.
+Activations and weights are both quantized with one scale per GROUP consecutive terms along the products' depth (of
+a row of activations, of an output channel of the weight; the last group may be shorter), and each output is
+``((0 + (P_0 * a_0) * w_0) + (P_1 * a_1) * w_1) + ...``: ``P_g`` the exact integer sum over group ``g`` of activation
+codes times weight codes, ``a_g`` the row's scale and ``w_g`` the output channel's scale for that group, one float
+rounding per multiply and per add, groups in order. A scale per group keeps an outlier from coarsening a whole row or
+channel; for the weights, groups of 32 are the sub-blocks of the GGUF formats they come from (Q4_K, Q6_K), whose
+scales vary along a channel, which one int8 scale per channel rounded coarsely (docs/engine-design.md, int8
+products, has the measurements). Every step is elementwise, a max over part of one row or an exact integer sum, so
+a row's output depends on that row alone, whatever the batch.
 
 The routes (METHODS), each giving the same bits: "vnni", the AVX-512 VNNI kernel (int8_vnni.py), and "avx2", the
 AVX2 kernel (int8_avx2.py), each computing the groups in one pass; or slices, each group's integer sums through
@@ -21,7 +22,7 @@ shape, and takes the fastest (JUDGE_ENGINE_INT8_MATMUL=vnni|int_mm|avx2|float32 
 multiplies over chunks of at most EXACT_FLOAT32_K terms: each term is at most 127 * 127 = 16129 in magnitude, so
 every partial sum of a chunk is an integer below 1024 * 16129 = 16,516,096 < 2^24 and exact in float32 in any
 summation order; the chunks are added in int32 (exact below 2^31: K up to 133,143 terms, checked when a weight is
-quantized). A group's sum is below 2^24 too (ACTIVATION_GROUP <= 1024), so it turns into float32 exactly.
+quantized). A group's sum is below 2^24 too (groups of at most 1024 terms), so it turns into float32 exactly.
 """
 
 from __future__ import annotations
@@ -43,32 +44,40 @@ log = logging.getLogger(__name__)
 QMAX = 127
 EXACT_FLOAT32_K = 1024              # 1024 * 127 * 127 < 2^24: a chunk's float32 sum is exact in any order
 MAX_INT32_K = (2**31 - 1) // (QMAX * QMAX)  # 133,143 terms: the int32 sum cannot overflow
-ACTIVATION_GROUP = 128              # activation terms per scale (measured against 32, 256 and a whole row: above)
+GROUP = 32                          # terms per scale, of activations and of weights (docs/engine-design.md)
 MATMUL_ENV = "JUDGE_ENGINE_INT8_MATMUL"  # "auto" (default), or one of METHODS
 INTEGER_METHODS = ("int_mm", "avx2", "float32")   # int8_matmul's routes to exact int32 sums
 METHODS = ("vnni", *INTEGER_METHODS)               # grouped_matmul's routes: the VNNI kernel, or slices
 
 
 # -- the arithmetic -----------------------------------------------------------------------------------------------
-def quantize_weight(weight: torch.Tensor, rows_at_once: int = 4096) -> tuple[torch.Tensor, torch.Tensor]:
-    """(int8 [N, K], float32 scales [N]): per output channel, symmetric. Rows are independent, so they are
-    quantized ``rows_at_once`` at a time: a 150k-row LM head needs no float32 temporaries of its own size."""
-    if weight.shape[1] > MAX_INT32_K:
-        raise ValueError(f"int8 products of {weight.shape[1]} terms could overflow int32 (at most {MAX_INT32_K})")
+def quantize_weight(weight: torch.Tensor, group: int | None = GROUP,
+                    rows_at_once: int = 4096) -> tuple[torch.Tensor, torch.Tensor]:
+    """(int8 [N, K], float32 scales [N, ceil(K / group)]): symmetric, one scale per ``group`` consecutive terms of
+    an output channel (the last group may be shorter); ``group`` None: one scale per channel (scales [N, 1]). Rows
+    are independent, so they are quantized ``rows_at_once`` at a time: a 150k-row LM head needs no float32
+    temporaries of its own size."""
+    rows, depth = weight.shape
+    if depth > MAX_INT32_K:
+        raise ValueError(f"int8 products of {depth} terms could overflow int32 (at most {MAX_INT32_K})")
+    group = max(depth, 1) if group is None else group
     q = torch.empty(weight.shape, dtype=torch.int8)
-    scale = torch.empty(weight.shape[0], dtype=torch.float32)
-    for start in range(0, weight.shape[0], rows_at_once):
-        w = weight[start:start + rows_at_once].detach().to(torch.float32)
-        amax = torch.linalg.vector_norm(w, float("inf"), dim=1)
-        scale[start:start + rows_at_once] = torch.where(amax > 0, amax / QMAX, torch.ones_like(amax))
-        q[start:start + rows_at_once] = torch.round(w / scale[start:start + rows_at_once, None]).clamp_(-QMAX, QMAX)
+    scale = torch.empty((rows, -(-depth // group)), dtype=torch.float32)
+    for start in range(0, rows, rows_at_once):
+        stop = min(start + rows_at_once, rows)
+        q[start:stop], scale[start:stop] = _quantize_groups(weight[start:stop].detach().to(torch.float32), group)
     return q, scale
 
 
-def quantize_activations(x: torch.Tensor, group: int = ACTIVATION_GROUP) -> tuple[torch.Tensor, torch.Tensor]:
+def quantize_activations(x: torch.Tensor, group: int = GROUP) -> tuple[torch.Tensor, torch.Tensor]:
     """(int8 [M, K], float32 scales [M, ceil(K / group)]): symmetric, one scale per ``group`` consecutive values of a
-    row (the last group may be shorter), from those values alone. A zero group gives zeros."""
-    x = x.to(torch.float32)
+    row (the last group may be shorter), from those values alone."""
+    return _quantize_groups(x.to(torch.float32), group)
+
+
+def _quantize_groups(x: torch.Tensor, group: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(int8 codes of float32 ``x [rows, K]``, scales [rows, ceil(K / group)]): ``max |x| / 127`` over each group of
+    ``group`` consecutive values of a row (the last group may be shorter); a zero group: zeros, scale 0."""
     rows, depth = x.shape
     short = -depth % group   # zeros fill the last group: they change neither its max |x| nor its codes
     groups = (F.pad(x, (0, short)) if short else x).reshape(rows, (depth + short) // group, group)
@@ -81,63 +90,70 @@ def quantize_activations(x: torch.Tensor, group: int = ACTIVATION_GROUP) -> tupl
 
 
 # grouped_matmul's routes that compute every group in one kernel call: route -> (its kernel, the group sizes it takes)
-GROUPED_KERNELS = {"vnni": (int8_vnni.kernel, 4), "avx2": (int8_avx2.grouped_kernel, 32)}
+GROUPED_KERNELS = {"vnni": (int8_vnni.kernel, 4), "avx2": (int8_avx2.grouped_kernel, 4)}
 
 
-def grouped_matmul(q: torch.Tensor, scales: torch.Tensor, weight: torch.Tensor, method: str | None = None,
-                   group: int = ACTIVATION_GROUP) -> torch.Tensor:
-    """float32 [M, N] = ``sum_g float(q_g @ weight_g.T) * scales[:, g]``, groups in order, for int8 ``q [M, K]``,
-    ``weight [N, K]`` and ``scales [M, ceil(K / group)]`` from quantize_activations; ``method`` one of METHODS
-    (None: the process's choice). Every method gives the same bits."""
-    _check_grouped(q, scales, weight, group)
+def grouped_matmul(q: torch.Tensor, scales: torch.Tensor, weight: torch.Tensor, weight_scales: torch.Tensor,
+                   method: str | None = None, group: int = GROUP) -> torch.Tensor:
+    """float32 [M, N] = ``sum_g (float(q_g @ weight_g.T) * scales[:, g]) * weight_scales[:, g]``, groups in order,
+    for int8 ``q [M, K]`` and ``weight [N, K]``, ``scales [M, ceil(K / group)]`` from quantize_activations and
+    ``weight_scales [N, ceil(K / group)]`` from quantize_weight; ``method`` one of METHODS (None: the process's
+    choice). Every method gives the same bits."""
+    _check_grouped(q, scales, weight, weight_scales, group)
     method = method or int8_matmul_method()
     if method in GROUPED_KERNELS and group % GROUPED_KERNELS[method][1] == 0:
-        return _grouped_kernel_call(method, q, scales, weight, group)
-    return _grouped_by_slices(q, scales, weight, group, lambda a, b: int8_matmul(a, b, method))
+        return _grouped_kernel_call(method, q, scales, weight, weight_scales, group)
+    return _grouped_by_slices(q, scales, weight, weight_scales, group, lambda a, b: int8_matmul(a, b, method))
 
 
-def exact_grouped(q: torch.Tensor, scales: torch.Tensor, weight: torch.Tensor,
-                  group: int = ACTIVATION_GROUP) -> torch.Tensor:
+def exact_grouped(q: torch.Tensor, scales: torch.Tensor, weight: torch.Tensor, weight_scales: torch.Tensor,
+                  group: int = GROUP) -> torch.Tensor:
     """grouped_matmul's result from int64 sums: the reference every route must equal to the bit."""
-    return _grouped_by_slices(q, scales, weight, group, lambda a, b: a.to(torch.int64) @ b.to(torch.int64))
+    return _grouped_by_slices(q, scales, weight, weight_scales, group,
+                              lambda a, b: a.to(torch.int64) @ b.to(torch.int64))
 
 
-def _check_grouped(q: torch.Tensor, scales: torch.Tensor, weight: torch.Tensor, group: int) -> None:
-    if q.dtype != torch.int8 or weight.dtype != torch.int8 or scales.dtype != torch.float32:
+def _check_grouped(q: torch.Tensor, scales: torch.Tensor, weight: torch.Tensor, weight_scales: torch.Tensor,
+                   group: int) -> None:
+    operands = (q, scales, weight, weight_scales)
+    if q.dtype != torch.int8 or weight.dtype != torch.int8 or {scales.dtype, weight_scales.dtype} != {torch.float32}:
         raise ValueError("grouped int8 products take int8 activations and weights, with float32 scales")
-    if q.device.type != "cpu" or weight.device.type != "cpu" or scales.device.type != "cpu":
+    if any(t.device.type != "cpu" for t in operands):
         raise ValueError("grouped int8 products run on the CPU")
     rows, depth = q.shape
-    if weight.shape[1] != depth or scales.shape != (rows, -(-depth // group)) or not 0 < group <= EXACT_FLOAT32_K:
+    groups = -(-depth // group) if group > 0 else -1
+    if (weight.shape[1] != depth or scales.shape != (rows, groups) or weight_scales.shape != (weight.shape[0], groups)
+            or not 0 < group <= EXACT_FLOAT32_K):
         # a group of at most 1024 terms sums below 2^24, so its sum turns into float32 exactly
-        raise ValueError(f"shapes {tuple(q.shape)}, {tuple(scales.shape)} and {tuple(weight.shape)} do not match "
-                         f"groups of {group} terms (at most {EXACT_FLOAT32_K})")
+        raise ValueError(f"shapes {tuple(q.shape)}, {tuple(scales.shape)}, {tuple(weight.shape)} and "
+                         f"{tuple(weight_scales.shape)} do not match groups of {group} terms (at most "
+                         f"{EXACT_FLOAT32_K})")
 
 
 def _grouped_kernel_call(method: str, q: torch.Tensor, scales: torch.Tensor, weight: torch.Tensor,
-                         group: int) -> torch.Tensor:
+                         weight_scales: torch.Tensor, group: int) -> torch.Tensor:
     found = GROUPED_KERNELS[method][0]()
     if found.function is None:
         raise RuntimeError(f"the {method} int8 kernel is unavailable: {found.reason}")
-    q, scales, weight = (t if t.stride(1) == 1 else t.contiguous() for t in (q, scales, weight))
+    q, scales, weight, weight_scales = (t if t.stride(1) == 1 else t.contiguous()
+                                        for t in (q, scales, weight, weight_scales))
     out = torch.empty((q.shape[0], weight.shape[0]), dtype=torch.float32)
     arguments = (q.data_ptr(), q.stride(0), scales.data_ptr(), scales.stride(0), q.shape[0], q.shape[1], group,
-                 weight.data_ptr(), weight.stride(0), out.data_ptr(), out.stride(0), weight.shape[0],
-                 torch.get_num_threads())
+                 weight.data_ptr(), weight.stride(0), weight_scales.data_ptr(), weight_scales.stride(0),
+                 out.data_ptr(), out.stride(0), weight.shape[0], torch.get_num_threads())
     if out.numel() and found.function(*arguments) != 0:
         raise ValueError(f"the {method} int8 kernel refused groups of {group} terms")
     return out
 
 
-def _grouped_by_slices(q: torch.Tensor, scales: torch.Tensor, weight: torch.Tensor, group: int,
-                       integer_sums) -> torch.Tensor:
+def _grouped_by_slices(q: torch.Tensor, scales: torch.Tensor, weight: torch.Tensor, weight_scales: torch.Tensor,
+                       group: int, integer_sums) -> torch.Tensor:
     """The groups one at a time: ``integer_sums(a [M, g], b [g, N])``'s exact sums, into float, times the scales."""
     out = torch.zeros((q.shape[0], weight.shape[0]), dtype=torch.float32)
     for index, start in enumerate(range(0, q.shape[1], group)):
         sums = integer_sums(q[:, start:start + group], weight[:, start:start + group].t())
-        out.add_(sums.to(torch.float32).mul_(scales[:, index:index + 1]))
+        out.add_(sums.to(torch.float32).mul_(scales[:, index:index + 1]).mul_(weight_scales[:, index]))
     return out
-
 
 def int8_matmul(a: torch.Tensor, b: torch.Tensor, method: str) -> torch.Tensor:
     """Exact int32 ``a @ b`` of int8 ``a [M, K]`` and ``b [K, N]`` (every value of ``b`` in [-127, 127]) through
@@ -220,12 +236,13 @@ def probe_speeds(methods: list[str], rows: int = 256, depth: int = 1536, cols: i
     lost (``_int_mm`` at 5 GFLOP/s on an AVX2-only CPU would add a second to every start-up)."""
     generator = torch.Generator().manual_seed(0)
     a = torch.randint(-QMAX, QMAX + 1, (rows, depth), dtype=torch.int8, generator=generator)
-    scales = torch.rand((rows, -(-depth // ACTIVATION_GROUP)), generator=generator)
+    scales = torch.rand((rows, -(-depth // GROUP)), generator=generator)
     weight = torch.randint(-QMAX, QMAX + 1, (cols, depth), dtype=torch.int8, generator=generator)
+    weight_scales = torch.rand((cols, -(-depth // GROUP)), generator=generator)
 
     def seconds(method: str) -> float:
         started = time.perf_counter()
-        grouped_matmul(a, scales, weight, method)
+        grouped_matmul(a, scales, weight, weight_scales, method)
         return time.perf_counter() - started
 
     times: dict[str, float] = {}
@@ -254,7 +271,8 @@ def probe_exact(method: str) -> tuple[bool, str]:
             weights[0] = QMAX
             weights[1] = -QMAX
             random = torch.randint(-QMAX, QMAX + 1, (rows, depth), dtype=torch.int8, generator=generator)
-            scales = torch.rand((rows, -(-depth // ACTIVATION_GROUP)), generator=generator)
+            scales = torch.rand((rows, -(-depth // GROUP)), generator=generator)
+            weight_scales = torch.rand((cols, -(-depth // GROUP)), generator=generator)
             for a in (full, random, -full):
                 if method in INTEGER_METHODS:
                     exact = a.to(torch.int64) @ weights.t().to(torch.int64)
@@ -262,7 +280,8 @@ def probe_exact(method: str) -> tuple[bool, str]:
                     if not torch.equal(got, exact):
                         error = int((got - exact).abs().max())
                         return False, f"a {rows} x {depth} x {cols} product was off by up to {error}"
-                if not torch.equal(grouped_matmul(a, scales, weights, method), exact_grouped(a, scales, weights)):
+                if not torch.equal(grouped_matmul(a, scales, weights, weight_scales, method),
+                                   exact_grouped(a, scales, weights, weight_scales)):
                     return False, f"a {rows} x {depth} x {cols} grouped product differed from exact sums"
     except (RuntimeError, NotImplementedError) as exc:
         return False, f"it failed: {exc}"
@@ -270,42 +289,59 @@ def probe_exact(method: str) -> tuple[bool, str]:
 
 
 class Int8Weight(nn.Module):
-    """A linear map's weight as int8 [N, K] with per-output-channel float32 scales; ``linear`` dispatches on it."""
+    """A linear map's weight as int8 [N, K] with float32 scales [N, ceil(K / GROUP)] (quantize_weight), multiplied
+    by int8 activations (W8A8); ``linear`` dispatches on it."""
 
     def __init__(self, qweight: torch.Tensor, scale: torch.Tensor):
         super().__init__()
+        rows, depth = qweight.shape
+        if tuple(scale.shape) not in self.scale_shapes(rows, depth):
+            raise ValueError(f"int8 weight {rows} x {depth}: scales of shape {tuple(scale.shape)}, expected one of "
+                             f"{sorted(self.scale_shapes(rows, depth))}")
         self.register_buffer("qweight", qweight)
         self.register_buffer("scale", scale)
+
+    @staticmethod
+    def scale_shapes(rows: int, depth: int) -> set[tuple[int, int]]:
+        return {(rows, -(-depth // GROUP))}
 
     @property
     def shape(self) -> torch.Size:
         return self.qweight.shape
 
     def forward(self, x: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-        q, scales = quantize_activations(x)
-        out = grouped_matmul(q, scales, self.qweight)
-        out.mul_(self.scale)
+        out = grouped_matmul(*quantize_activations(x), self.qweight, self.scale)
         return out if bias is None else out.add_(bias)
 
 
 class DequantizedInt8Weight(Int8Weight):
-    """A linear map's weight held int8 with per-output-channel scales, multiplied by float activations (W8A32).
+    """A linear map's weight held int8, multiplied by float activations (W8A32): scales per group of GROUP terms of
+    a channel (quantize_weight), or one per channel ([N, 1]; the LM head's).
 
-    The memory of int8 without the cost of quantizing activations, which is most of int8's accuracy cost (activation
-    scales meet the activations' outlier channels); at the speed of float products. The LM head always
-    runs this way under quantization="int8" (quantizing its activations per token cost the most accuracy of any map,
-    docs/benchmarks.md; held int8, a tied head no longer keeps the float embeddings resident), and every map does
-    under quantization="int8-weights". The products are the float path's (row tiles, batch-invariant) over a float
-    copy of DEQUANTIZED_ROWS rows of the weight at a time, then scaled per output channel."""
+    The memory of int8 without the cost of quantizing activations; at the speed of float products. The LM head
+    always runs this way under quantization="int8" (quantizing its activations per token cost the most accuracy of
+    any map, docs/benchmarks.md; held int8, a tied head no longer keeps the float embeddings resident), and every map
+    does under quantization="int8-weights". The products are the float path's (row tiles, batch-invariant) over a
+    float copy of DEQUANTIZED_ROWS rows of the weight at a time: scaled by group before the product, or per output
+    channel after it."""
 
     DEQUANTIZED_ROWS = 8192   # fixed: every product's shape is a function of the weight's alone
 
+    @staticmethod
+    def scale_shapes(rows: int, depth: int) -> set[tuple[int, int]]:
+        return {(rows, 1), (rows, -(-depth // GROUP))}
+
     def forward(self, x: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
         out = torch.empty(x.shape[0], self.qweight.shape[0], dtype=x.dtype, device=x.device)
+        per_channel = self.scale.shape[1] == 1
         for start in range(0, self.qweight.shape[0], self.DEQUANTIZED_ROWS):
             stop = start + self.DEQUANTIZED_ROWS
-            out[:, start:stop] = row_tiles.linear(x, self.qweight[start:stop].to(x.dtype))
-        out.mul_(self.scale.to(x.dtype))
+            rows = self.qweight[start:stop].to(torch.float32)
+            if not per_channel:
+                rows.mul_(self.scale[start:stop].repeat_interleave(GROUP, dim=1)[:, :rows.shape[1]])
+            out[:, start:stop] = row_tiles.linear(x, rows.to(x.dtype))
+        if per_channel:
+            out.mul_(self.scale[:, 0].to(x.dtype))
         return out if bias is None else out.add_(bias)
 
 

@@ -4,17 +4,20 @@ DequantizedInt8Weight; the memory of int8 at about float32's accuracy and speed)
 
 The recipe (RECIPE names the weights' part, which the disk cache holds and is keyed by, so a changed recipe rebuilds):
 
-- weights: per output channel, symmetric: ``scale[n] = max_k |W[n, k]| / 127``, ``Wq = round(W / scale)`` in
-  [-127, 127], held int8 in memory (a quarter of float32);
-- activations: dynamic, symmetric, one scale per group of 128 consecutive values of a row (the last group of a row
-  may be shorter): ``a[m, g] = max |x[m, k]| / 127`` over the group, ``xq = round(x / a[m, g])`` in [-127, 127];
-- ``y[m, n] = (sum_g (sum_{k in g} xq[m, k] * Wq[n, k]) * a[m, g]) * scale[n] (+ bias[n])``, each group's sum in
+- weights: symmetric, one scale per group of 32 consecutive terms of an output channel (GROUP in
+  layers/int8_linear.py; the last group may be shorter): ``w[n, g] = max |W[n, k]| / 127`` over the group,
+  ``Wq = round(W / w[n, g])`` in [-127, 127], held int8 in memory (a quarter of float32, plus a float32 scale per 32
+  values); the LM head: one scale per output channel (its activations stay float, below);
+- activations: dynamic, symmetric, one scale per group of 32 consecutive values of a row, the weights' groups:
+  ``a[m, g] = max |x[m, k]| / 127`` over the group, ``xq = round(x / a[m, g])`` in [-127, 127];
+- ``y[m, n] = sum_g ((sum_{k in g} xq[m, k] * Wq[n, k]) * a[m, g]) * w[n, g] (+ bias[n])``, each group's sum in
   integers, the groups added in order.
 
 Every step of that is either elementwise, a max over part of one row (exact in any order), or an integer sum (exact
 in any order), so a row's output depends on that row alone: no row tiles, no padding, whatever the batch. Attention,
 norms, the residual stream and the products' dequantised outputs stay float32. Until 2026-12-07 activations had one
-scale per row; a scale per 128 values halved int8's distance from float32 (layers/int8_linear.py).
+scale per row and weights one per channel; scales per group halved int8's distance from float32 twice over
+(docs/engine-design.md, int8 products).
 
 The integer products and their exactness on every x86-64 CPU: judge_engine/layers/int8_linear.py.
 
@@ -35,7 +38,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from judge_engine.layers.int8_linear import DequantizedInt8Weight, Int8Weight, quantize_weight
+from judge_engine.layers.int8_linear import GROUP, DequantizedInt8Weight, Int8Weight, quantize_weight
 from judge_engine.loading.cache import cache_lock, engine_cache_dir, staged_file
 from judge_engine.loading.linear_sites import (EMBEDDINGS, LinearSite, SiteFeed, keep_merged_parts_apart, linear_sites,
                                                site_feeds, tensors_besides)
@@ -48,7 +51,7 @@ QUANTIZATIONS = ("int8", "int8-weights")
 # a float head keeps a tied model's float embeddings resident (0.9 GB for a 1.5B model); a W8A8 head added half
 # the int8 accuracy cost (max |log-prob - float32| 0.93 against 0.68 on benchmarks/engine_judge.py's prompts);
 # the weight alone costs little of either.
-RECIPE = "w8-sym-perchannel-v2-head-w8a32"   # v1 named the per-row activations too; the weights are unchanged
+RECIPE = "w8-sym-group32-v3-head-perchannel"   # v2: one scale per channel; v1 named the activations' recipe too
 
 
 def load_quantized(model: nn.Module, source: WeightSource, cache_dir: str | Path | None = None,
@@ -94,7 +97,7 @@ def _build_cache(path: Path, source: WeightSource, sites: list[LinearSite], feed
     """Quantize the source's tensors one at a time into the cache file: a merged map's parts wait for each other
     (a layer's few), every finished map is written at its place in the file and dropped. The file is staged beside
     its name and renamed into place once whole, so a half-written file is never read."""
-    layout = {site.name: site.shape(model) for site in sites}
+    layout = {site.name: _shapes(site, model) for site in sites}
     waiting: dict[str, dict[int, tuple[torch.Tensor, torch.Tensor]]] = {}
     metadata = {"recipe": RECIPE, "source": json.dumps(source.fingerprint())}
     with staged_file(path, ".quantizing-") as staging, _CacheWriter(staging, layout, metadata) as writer:
@@ -102,7 +105,7 @@ def _build_cache(path: Path, source: WeightSource, sites: list[LinearSite], feed
             feed = feeds.get(tensor.name)
             if feed is None:
                 continue
-            quantized = quantize_weight(tensor.load())
+            quantized = quantize_weight(tensor.load(), _weight_group(feed.site))
             if feed.part is None:
                 writer.write(feed.site.name, *quantized)
                 continue
@@ -110,9 +113,22 @@ def _build_cache(path: Path, source: WeightSource, sites: list[LinearSite], feed
             parts[feed.part] = quantized
             if len(parts) == feed.site.parts():
                 del waiting[feed.site.name]
-                # per-channel scales: the parts' int8 rows, concatenated, are the fused weight's quantization
+                # scales per channel or per group of a channel: the parts' int8 rows and their scales,
+                # concatenated, are the fused weight's quantization
                 ordered = [parts[index] for index in range(len(parts))]
                 writer.write(feed.site.name, torch.cat([q for q, _ in ordered]), torch.cat([s for _, s in ordered]))
+
+
+def _weight_group(site: LinearSite) -> int | None:
+    """Terms per weight scale: GROUP, or None (one scale per output channel) for the LM head (RECIPE)."""
+    return None if site.attribute == "logits_head" else GROUP
+
+
+def _shapes(site: LinearSite, model: nn.Module) -> tuple[tuple[int, int], tuple[int, int]]:
+    """A map's int8 weight's shape and its scales'."""
+    rows, depth = site.shape(model)
+    group = _weight_group(site)
+    return (rows, depth), (rows, 1 if group is None else -(-depth // group))
 
 
 class _CacheWriter:
@@ -120,13 +136,14 @@ class _CacheWriter:
     tensors are written at their offsets as they are ready, in any order; leaving the block with a map unwritten
     raises (inside cache.staged_file, so the file is never renamed into place)."""
 
-    def __init__(self, path: Path, layout: dict[str, tuple[int, int]], metadata: dict[str, str]):
+    def __init__(self, path: Path, layout: dict[str, tuple[tuple[int, int], tuple[int, int]]],
+                 metadata: dict[str, str]):
         from judge_engine.loading.checkpoint import TensorSlot, safetensors_header
 
         slots = []
-        for name, (rows, columns) in layout.items():
+        for name, ((rows, columns), (scale_rows, scale_columns)) in layout.items():
             slots += [TensorSlot(f"{name}.qweight", "I8", [rows, columns], rows * columns),
-                      TensorSlot(f"{name}.scale", "F32", [rows], 4 * rows)]
+                      TensorSlot(f"{name}.scale", "F32", [scale_rows, scale_columns], 4 * scale_rows * scale_columns)]
         self.header, self.offsets = safetensors_header(slots, metadata)   # offsets: a tensor's start in the data
         self.size = sum(slot.size for slot in slots)
         self.path, self.shapes, self.pending = path, dict(layout), set(layout)
@@ -138,8 +155,9 @@ class _CacheWriter:
         return self
 
     def write(self, name: str, q: torch.Tensor, scale: torch.Tensor) -> None:
-        if tuple(q.shape) != self.shapes[name] or q.dtype != torch.int8:
-            raise ValueError(f"int8: {name} quantized to {tuple(q.shape)} {q.dtype}, expected {self.shapes[name]}")
+        if (tuple(q.shape), tuple(scale.shape)) != self.shapes[name] or q.dtype != torch.int8:
+            raise ValueError(f"int8: {name} quantized to {tuple(q.shape)} {q.dtype} with scales "
+                             f"{tuple(scale.shape)}, expected {self.shapes[name]}")
         for key, tensor in ((f"{name}.qweight", q), (f"{name}.scale", scale.to(torch.float32))):
             self.file.seek(len(self.header) + self.offsets[key])
             self.file.write(tensor.contiguous().numpy().tobytes())
@@ -174,7 +192,7 @@ def _read_cache(path: Path, sites: list[LinearSite], model: nn.Module) -> dict |
                 if f"{site.name}.qweight" not in names or f"{site.name}.scale" not in names:
                     return None
                 q, scale = handle.get_tensor(f"{site.name}.qweight"), handle.get_tensor(f"{site.name}.scale")
-                if tuple(q.shape) != site.shape(model) or q.dtype != torch.int8:
+                if (tuple(q.shape), tuple(scale.shape)) != _shapes(site, model) or q.dtype != torch.int8:
                     return None
                 loaded[site.name] = (q, scale)
             return loaded

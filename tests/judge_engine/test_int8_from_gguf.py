@@ -64,11 +64,11 @@ def test_a_failed_build_leaves_no_cache_file(tmp_path, monkeypatch):
     calls = []
     original = quantization.quantize_weight
 
-    def fails_on_the_third(weight):
+    def fails_on_the_third(weight, group):
         calls.append(1)
         if len(calls) == 3:
             raise MemoryError("out of memory while quantizing")
-        return original(weight)
+        return original(weight, group)
 
     monkeypatch.setattr(quantization, "quantize_weight", fails_on_the_third)
     with pytest.raises(MemoryError):

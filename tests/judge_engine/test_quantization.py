@@ -70,17 +70,19 @@ def test_every_route_gives_the_grouped_products_of_exact_sums_to_the_bit(rows, d
     worst cases included: every term +-127 * 127."""
     a, b = int8_operands(rows, depth, cols, seed=rows * depth)
     weight = b.t()
-    scales = torch.rand((rows, -(-depth // int8.ACTIVATION_GROUP)), generator=torch.Generator().manual_seed(depth))
-    exact = exact_grouped(a, scales, weight)
+    generator = torch.Generator().manual_seed(depth)
+    scales = torch.rand((rows, -(-depth // int8.GROUP)), generator=generator)
+    weight_scales = torch.rand((cols, -(-depth // int8.GROUP)), generator=generator)
+    exact = exact_grouped(a, scales, weight, weight_scales)
     full = torch.full((rows, depth), 127, dtype=torch.int8)
     threads = torch.get_num_threads()
     try:
         for count in (1, 3):   # the kernels split the columns among the threads
             torch.set_num_threads(count)
             for method in usable_methods():
-                assert torch.equal(grouped_matmul(a, scales, weight, method), exact), (method, count)
-                assert torch.equal(grouped_matmul(-full, scales, weight, method),
-                                   exact_grouped(-full, scales, weight)), (method, count)
+                assert torch.equal(grouped_matmul(a, scales, weight, weight_scales, method), exact), (method, count)
+                assert torch.equal(grouped_matmul(-full, scales, weight, weight_scales, method),
+                                   exact_grouped(-full, scales, weight, weight_scales)), (method, count)
     finally:
         torch.set_num_threads(threads)
 
@@ -99,7 +101,7 @@ def test_the_vnni_kernel_is_built_where_the_cpu_has_avx512_vnni_and_else_says_wh
         assert int8.probe_exact("vnni") == (False, found.reason)
         with pytest.raises(RuntimeError, match="unavailable"):
             grouped_matmul(torch.zeros(1, 8, dtype=torch.int8), torch.ones(1, 1), torch.zeros(2, 8, dtype=torch.int8),
-                           "vnni")
+                           torch.ones(2, 1), "vnni")
     finally:
         int8_vnni.kernel.cache_clear()
 
@@ -110,6 +112,7 @@ def test_the_avx2_kernel_is_built_where_the_cpu_has_avx2_and_a_c_compiler_is_fou
     if "avx2" not in host_cpu().flags or c_kernels.compiler() is None:
         pytest.skip("no AVX2 or no C compiler here: the kernel is rightly unavailable")
     assert int8_avx2.kernel().function is not None, int8_avx2.kernel().reason
+    assert int8_avx2.grouped_kernel().function is not None, int8_avx2.grouped_kernel().reason
     assert int8.probe_exact("avx2") == (True, "exact")
 
 
@@ -201,7 +204,7 @@ def test_a_route_four_times_slower_at_its_warm_up_is_not_timed_again(monkeypatch
     import time as clock
     calls = {"fast": 0, "slow": 0}
 
-    def fake_matmul(a, scales, weight, method):
+    def fake_matmul(a, scales, weight, weight_scales, method):
         calls[method] += 1
         clock.sleep(0.001 if method == "fast" else 0.02)
 
@@ -232,8 +235,8 @@ def test_int8_scores_are_the_same_bits_whatever_route_is_forced(method, tiny_qwe
 
 
 def test_a_group_of_a_row_is_quantized_from_its_own_values_alone():
-    group = int8.ACTIVATION_GROUP
-    x = torch.randn(50, 2 * group + 40) * torch.linspace(0.1, 30, 50)[:, None]   # a shorter last group
+    group = int8.GROUP
+    x = torch.randn(50, 2 * group + group // 4) * torch.linspace(0.1, 30, 50)[:, None]   # a shorter last group
     x[3] = 0.0
     x[5, group:2 * group] = 0.0
     q, scale = quantize_activations(x)
@@ -263,17 +266,36 @@ def test_an_int8_product_of_a_row_is_the_same_alone_and_in_any_batch():
         assert torch.equal(weight(torch.cat([target, x[:count]]), bias)[0], alone)
 
 
-def test_the_int8_head_multiplies_float_activations_by_the_int8_weight_chunk_by_chunk(monkeypatch):
-    """W8A32: the product of the float rows with the dequantized weight, whatever the number of weight chunks, and
-    a row's logits the same bits alone and in any batch."""
+def test_a_weight_is_quantized_per_group_of_a_channel_or_per_channel():
+    group = int8.GROUP
+    generator = torch.Generator().manual_seed(11)
+    weight = torch.randn(40, 3 * group + 5, generator=generator) * torch.linspace(0.01, 3, 40)[:, None]   # short last
+    weight[7, group:2 * group] *= 500.0   # an outlier group leaves the channel's other groups as they were
+    q, scale = int8.quantize_weight(weight, rows_at_once=16)
+    assert q.dtype == torch.int8 and scale.shape == (40, 4) and int(q.abs().max()) == 127
+    assert torch.equal(q[7, :group], int8.quantize_weight(weight[7:8, :group])[0][0])
+    per_value = scale.repeat_interleave(group, dim=1)[:, :weight.shape[1]]
+    assert ((q.float() * per_value - weight).abs() <= per_value / 2 + 1e-6).all()
+    q_channel, scale_channel = int8.quantize_weight(weight, None)
+    assert scale_channel.shape == (40, 1) and (q_channel[7, :group] == 0).all()   # coarsened by the outlier
+    assert ((q_channel.float() * scale_channel - weight).abs() <= scale_channel / 2 + 1e-6).all()
+    with pytest.raises(ValueError, match="scales of shape"):
+        Int8Weight(q, scale_channel)   # W8A8 products take a scale per group
+
+
+@pytest.mark.parametrize("group", [None, int8.GROUP])
+def test_the_int8_head_multiplies_float_activations_by_the_int8_weight_chunk_by_chunk(monkeypatch, group):
+    """W8A32: the product of the float rows with the dequantized weight (scales per channel, the LM head's, or per
+    group), whatever the number of weight chunks, and a row's logits the same bits alone and in any batch."""
     generator = torch.Generator().manual_seed(3)
-    qweight, scale = int8.quantize_weight(torch.randn(300, 96, generator=generator))
+    qweight, scale = int8.quantize_weight(torch.randn(300, 96, generator=generator), group)
     x = torch.randn(70, 96, generator=generator)
     whole = int8.DequantizedInt8Weight(qweight, scale)(x)
     monkeypatch.setattr(int8.DequantizedInt8Weight, "DEQUANTIZED_ROWS", 64)   # five chunks, the last one of 44 rows
     head = int8.DequantizedInt8Weight(qweight, scale)
     chunked = head(x)
-    torch.testing.assert_close(chunked, x @ (qweight.float() * scale[:, None]).t(), atol=1e-4, rtol=1e-4)
+    dequantized = qweight.float() * scale.repeat_interleave(int8.GROUP if group else 96, dim=1)
+    torch.testing.assert_close(chunked, x @ dequantized.t(), atol=1e-4, rtol=1e-4)
     torch.testing.assert_close(chunked, whole, atol=1e-5, rtol=1e-5)
     alone = head(x[17:18])
     for count in (1, 33, 69):

@@ -1,14 +1,15 @@
-/* int8 products with activation scales per group of terms, for CPUs with AVX-512 VNNI (judge_engine/layers/
- * int8_groups.py builds this file once and calls it for each product of an int8 linear map).
+/* int8 products with scales per group of terms, for CPUs with AVX-512 VNNI (judge_engine/layers/int8_vnni.py
+ * builds this file once; int8_linear.py calls it for each product of an int8 linear map).
  *
- * c[m, n] = ((0 + P_0 * s[m, 0]) + P_1 * s[m, 1]) + ...,  P_g = sum over the g-th group of terms of a[m, k] * w[n, k]
- * the exact integer sum of the group (int8 a and w in [-127, 127], a group of at most 1024 terms), turned into float
- * exactly (|P_g| < 2^24), multiplied by the row's scale for that group and added, one rounding each, groups in
- * order: the operations torch's route (the same sums from int8_matmul, then mul_ and add_) does in the same order,
- * so the two routes give the same bits, and a row's result depends on that row alone (batch invariance).
+ * c[m, n] = ((0 + (P_0 * s[m, 0]) * ws[n, 0]) + (P_1 * s[m, 1]) * ws[n, 1]) + ...,
+ * P_g = sum over the g-th group of terms of a[m, k] * w[n, k], the exact integer sum of the group (int8 a and w in
+ * [-127, 127], a group of at most 1024 terms), turned into float exactly (|P_g| < 2^24), multiplied by the row's
+ * scale for that group, then by the output channel's, and added, one rounding each, groups in order: the operations
+ * torch's route (the same sums from int8_matmul, then mul_, mul_ and add_) does in the same order, so the two routes
+ * give the same bits, and a row's result depends on that row alone (batch invariance).
  *
  * vpdpbusd multiplies unsigned by signed bytes, four products into each int32 lane: the kernel feeds it a + 128
- * (a ^ 0x80, in [1, 255]) and w, and subtracts 128 * (the group's sum of w[n, k]) per output column afterwards.
+ * (a ^ 0x80, in [1, 255]) and w, starting each group's sums from -128 * (the group's sum of w[n, k]).
  * Every lane sum stays below 2^31 (1024 * 255 * 127 < 2^25), and integer sums do not depend on their order, so the
  * blocking and the threads change the speed, never a bit.
  *
@@ -40,6 +41,7 @@ typedef struct {
     const float *scales; int64_t lds;
     int64_t rows, depth, group;
     const int8_t *w; int64_t ldw;
+    const float *weight_scales; int64_t ldws;
     float *c; int64_t ldc;
     int64_t first_col, end_col;
 } part_t;
@@ -83,10 +85,11 @@ static void pack_rows(const part_t *p, int64_t m0, int64_t mc, int64_t k0, int64
     }
 }
 
-/* weight rows [n, n + cols) x terms [k0, k0 + kc) into panel[u * NR + j], and corrections[g * NR + j] = 128 * the
- * sum of row n + j over the block's g-th group (rows past cols: zeros) */
+/* weight rows [n, n + cols) x terms [k0, k0 + kc) into panel[u * NR + j], corrections[g * NR + j] = -128 * the
+ * sum of row n + j over the block's g-th group and channel_scales[g * NR + j] its scale for that group (rows past
+ * cols: zeros) */
 static VNNI void pack_panel(const part_t *p, int64_t n, int64_t cols, int64_t k0, int64_t kc, int32_t *panel,
-                            int32_t *corrections) {
+                            int32_t *corrections, float *channel_scales) {
     int64_t units = (kc + 3) / 4, whole = kc / 4, group_units = p->group / 4;
     for (int64_t j = 0; j < NR; j++) {
         if (j >= cols) {
@@ -98,9 +101,11 @@ static VNNI void pack_panel(const part_t *p, int64_t n, int64_t cols, int64_t k0
         if (whole < units) panel[whole * NR + j] = unit(row, 4 * whole, kc, 0);
     }
     /* a group's sums of w: vpdpbusd of ones (unsigned) and the packed terms */
-    const __m512i ones = _mm512_set1_epi8(1), times_128 = _mm512_set1_epi32(128);
+    const __m512i ones = _mm512_set1_epi8(1), times_128 = _mm512_set1_epi32(-128);
     for (int64_t g = 0, u0 = 0; u0 < units; g++, u0 += group_units) {
         int64_t u1 = u0 + group_units < units ? u0 + group_units : units;
+        for (int64_t j = 0; j < NR; j++)
+            channel_scales[g * NR + j] = j < cols ? p->weight_scales[(n + j) * p->ldws + k0 / p->group + g] : 0.0f;
         for (int h = 0; h < NV; h++) {
             __m512i sum = _mm512_setzero_si512();
             for (int64_t u = u0; u < u1; u++) sum = dot4(sum, ones, _mm512_load_si512(panel + u * NR + 16 * h));
@@ -110,11 +115,11 @@ static VNNI void pack_panel(const part_t *p, int64_t n, int64_t cols, int64_t k0
 }
 
 /* c[0:rows, 0:NR] (masked to the panel's columns) = (first ? 0 : c) + the block's groups in order, each group's
- * integer sums times the row's scale; rows <= MR, a constant in each inlined copy */
+ * integer sums times the row's scale, then the channel's; rows <= MR, a constant in each inlined copy */
 static inline __attribute__((always_inline)) VNNI void tile(const part_t *p, const int32_t *a, const int32_t *panel,
-                                                            const int32_t *corrections, int64_t kc, int64_t m,
-                                                            int64_t first_group, float *c, const __mmask16 *mask,
-                                                            int first, const int rows) {
+                                                            const int32_t *corrections, const float *channel_scales,
+                                                            int64_t kc, int64_t m, int64_t first_group, float *c,
+                                                            const __mmask16 *mask, int first, const int rows) {
     __m512 sum[MR][NV];
     __m512i acc[MR][NV];
     for (int i = 0; i < rows; i++)
@@ -123,8 +128,8 @@ static inline __attribute__((always_inline)) VNNI void tile(const part_t *p, con
     int64_t units = (kc + 3) / 4, group_units = p->group / 4;
     for (int64_t g = 0, u0 = 0; u0 < units; g++, u0 += group_units) {
         int64_t u1 = u0 + group_units < units ? u0 + group_units : units;
-        for (int i = 0; i < rows; i++)
-            for (int h = 0; h < NV; h++) acc[i][h] = _mm512_setzero_si512();
+        for (int i = 0; i < rows; i++)   /* from the column corrections: the sums of a, not of a + 128, at the end */
+            for (int h = 0; h < NV; h++) acc[i][h] = _mm512_load_si512(corrections + g * NR + 16 * h);
         for (int64_t u = u0; u < u1; u++) {
             __m512i w[NV];
             for (int h = 0; h < NV; h++) w[h] = _mm512_load_si512(panel + u * NR + 16 * h);
@@ -136,8 +141,9 @@ static inline __attribute__((always_inline)) VNNI void tile(const part_t *p, con
         for (int i = 0; i < rows; i++) {
             __m512 scale = _mm512_set1_ps(p->scales[(m + i) * p->lds + first_group + g]);
             for (int h = 0; h < NV; h++) {
-                __m512i exact = _mm512_sub_epi32(acc[i][h], _mm512_load_si512(corrections + g * NR + 16 * h));
-                sum[i][h] = _mm512_add_ps(sum[i][h], _mm512_mul_ps(_mm512_cvtepi32_ps(exact), scale));
+                __m512 scaled = _mm512_mul_ps(_mm512_cvtepi32_ps(acc[i][h]), scale);
+                scaled = _mm512_mul_ps(scaled, _mm512_load_ps(channel_scales + g * NR + 16 * h));
+                sum[i][h] = _mm512_add_ps(sum[i][h], scaled);
             }
         }
     }
@@ -146,10 +152,11 @@ static inline __attribute__((always_inline)) VNNI void tile(const part_t *p, con
 }
 
 /* one case per row count up to 8; those above MR are never reached */
-#define TILE_CASE(n) case n: if (n <= MR) tile(p, a, panel, corrections, kc, m, first_group, c, mask, first, n); break;
+#define TILE_CASE(n) \
+    case n: if (n <= MR) tile(p, a, panel, corrections, channel_scales, kc, m, first_group, c, mask, first, n); break;
 static VNNI void tile_rows(const part_t *p, const int32_t *a, const int32_t *panel, const int32_t *corrections,
-                           int64_t kc, int64_t m, int64_t first_group, float *c, const __mmask16 *mask, int first,
-                           int64_t rows) {
+                           const float *channel_scales, int64_t kc, int64_t m, int64_t first_group, float *c,
+                           const __mmask16 *mask, int first, int64_t rows) {
     switch (rows) {   /* a constant row count in each copy, so that the loops above unroll into registers */
         TILE_CASE(8) TILE_CASE(7) TILE_CASE(6) TILE_CASE(5) TILE_CASE(4) TILE_CASE(3) TILE_CASE(2) TILE_CASE(1)
     }
@@ -164,6 +171,7 @@ static VNNI void multiply_part(const part_t *p) {
     static __thread int32_t packed[MC * MAX_UNITS] __attribute__((aligned(64)));
     int32_t panel[MAX_UNITS * NR] __attribute__((aligned(64)));
     int32_t corrections[MAX_UNITS * NR] __attribute__((aligned(64)));   /* a group per unit at most */
+    float channel_scales[MAX_UNITS * NR] __attribute__((aligned(64)));
     int64_t block = KC_TERMS / p->group * p->group;
     if (block == 0) block = p->group;
     for (int64_t k0 = 0; k0 < p->depth; k0 += block) {
@@ -173,13 +181,13 @@ static VNNI void multiply_part(const part_t *p) {
             pack_rows(p, m0, mc, k0, kc, packed);
             for (int64_t n = p->first_col; n < p->end_col; n += NR) {
                 int64_t cols = p->end_col - n < NR ? p->end_col - n : NR;
-                pack_panel(p, n, cols, k0, kc, panel, corrections);
+                pack_panel(p, n, cols, k0, kc, panel, corrections, channel_scales);
                 __mmask16 mask[NV];
                 for (int h = 0; h < NV; h++) mask[h] = lanes(cols - 16 * h);
                 for (int64_t m = m0; m < m0 + mc; m += MR) {
                     int64_t rows = m0 + mc - m < MR ? m0 + mc - m : MR;
-                    tile_rows(p, packed + (m - m0) * ((kc + 3) / 4), panel, corrections, kc, m, k0 / p->group,
-                              p->c + m * p->ldc + n, mask, k0 == 0, rows);
+                    tile_rows(p, packed + (m - m0) * ((kc + 3) / 4), panel, corrections, channel_scales, kc, m,
+                              k0 / p->group, p->c + m * p->ldc + n, mask, k0 == 0, rows);
                 }
             }
         }
@@ -191,18 +199,19 @@ static void *multiply_part_thread(void *arg) {
     return 0;
 }
 
-/* c [rows, cols] = the grouped products of a [rows, depth] (int8) and w [cols, depth] (int8), scales [rows,
- * ceil(depth / group)]; group a multiple of 4 up to MAX_GROUP (else c is left as it is and -1 returned); the columns
- * split among `threads` threads in whole panels */
+/* c [rows, cols] = the grouped products of a [rows, depth] (int8) and w [cols, depth] (int8), with scales [rows,
+ * ceil(depth / group)] and weight_scales [cols, ceil(depth / group)]; group a multiple of 4 up to MAX_GROUP (else c
+ * is left as it is and -1 returned); the columns split among `threads` threads in whole panels */
 int int8_groups_vnni(const int8_t *a, int64_t lda, const float *scales, int64_t lds, int64_t rows, int64_t depth,
-                     int64_t group, const int8_t *w, int64_t ldw, float *c, int64_t ldc, int64_t cols, int threads) {
+                     int64_t group, const int8_t *w, int64_t ldw, const float *weight_scales, int64_t ldws, float *c,
+                     int64_t ldc, int64_t cols, int threads) {
     if (group <= 0 || group % 4 != 0 || group > MAX_GROUP) return -1;
     part_t parts[MAX_THREADS];
     threads = thread_count(threads);
     int64_t per_thread = columns_per_thread(cols, threads, NR);
     int count = 0;
     for (int64_t first = 0; first < cols && count < threads; first += per_thread, count++)
-        parts[count] = (part_t){a, lda, scales, lds, rows, depth, group, w, ldw, c, ldc, first,
+        parts[count] = (part_t){a, lda, scales, lds, rows, depth, group, w, ldw, weight_scales, ldws, c, ldc, first,
                                 first + per_thread < cols ? first + per_thread : cols};
     run_parts(parts, sizeof parts[0], count, multiply_part_thread);
     return 0;
