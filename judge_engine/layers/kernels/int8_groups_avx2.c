@@ -17,9 +17,7 @@
  * NR weight rows; MR x NR tiles, 8 int32 accumulators in registers, the tile's float sums in a local array.
  */
 #include <immintrin.h>
-#include <stdint.h>
-#include <string.h>
-#include "column_threads.h"
+#include "int8_groups.h"
 
 #define MR 2          /* rows of a per tile */
 #define NV 4          /* 8-lane vectors of outputs per tile: 8 accumulators, 4 weight vectors, a's two broadcasts,
@@ -28,29 +26,9 @@
 #define NR (8 * NV)   /* weight rows (outputs) per panel */
 #define KC_TERMS 2048 /* terms per block, rounded down to whole groups (at least one) */
 #define MC 256        /* rows of a per block */
-#define MAX_GROUP 1024
 #define MAX_UNITS ((KC_TERMS > MAX_GROUP ? KC_TERMS : MAX_GROUP) / 4)   /* 4-term units per block, at most */
 _Static_assert(MC % MR == 0, "a block's rows fill whole tiles: pack_rows writes ceil(mc / MR) * MR rows");
 
-typedef struct {
-    const int8_t *a; int64_t lda;
-    const float *scales; int64_t lds;
-    int64_t rows, depth, group;
-    const int8_t *w; int64_t ldw;
-    const float *weight_scales; int64_t ldws;
-    float *c; int64_t ldc;
-    int64_t first_col, end_col;
-} part_t;
-
-/* the 4-term unit of a row at term k (k a multiple of 4), terms past `end` zero */
-static inline uint32_t unit(const int8_t *row, int64_t k, int64_t end) {
-    uint8_t bytes[4] = {0, 0, 0, 0};
-    for (int b = 0; b < 4; b++)
-        if (k + b < end) bytes[b] = (uint8_t)row[k + b];
-    uint32_t value;
-    memcpy(&value, bytes, 4);
-    return value;
-}
 
 /* each byte's magnitude, as an unsigned byte (|-128| = 128): a negative byte b becomes ~b + 1, which never carries
  * into the next byte (~b is at most 127) */
@@ -75,7 +53,7 @@ static void pack_rows(const part_t *p, int64_t m0, int64_t mc, int64_t k0, int64
             for (int64_t u = 0; u < units; u++) {
                 uint32_t value;
                 if (u < whole) memcpy(&value, row + 4 * u, 4);
-                else value = unit(row, 4 * u, kc);
+                else value = unit(row, 4 * u, kc, 0);
                 out[u * MR] = value;
                 out_sizes[u * MR] = magnitudes(value);
             }
@@ -95,7 +73,7 @@ static void pack_panel(const part_t *p, int64_t n, int64_t cols, int64_t k0, int
             const int8_t *row = p->w + (n + j) * p->ldw + k0;
             for (int64_t u = 0; u < units; u++) {
                 if (4 * u + 4 <= kc) memcpy(panel + u * NR + j, row + 4 * u, 4);
-                else panel[u * NR + j] = unit(row, 4 * u, kc);
+                else panel[u * NR + j] = unit(row, 4 * u, kc, 0);
             }
         }
         for (int64_t g = 0; g < groups; g++)
@@ -187,21 +165,11 @@ static void *multiply_part_thread(void *arg) {
     return 0;
 }
 
-/* c [rows, cols] = the grouped products of a [rows, depth] (int8) and w [cols, depth] (int8), with scales [rows,
- * ceil(depth / group)] and weight_scales [cols, ceil(depth / group)]; group a multiple of 4 up to MAX_GROUP (else c
- * is left as it is and -1 returned); the columns split among `threads` threads in whole panels. The arguments of
+/* c = the grouped products of a and w (int8_groups.h's run_grouped, in whole panels of NR columns). The arguments of
  * int8_groups_vnni.c's entry point, in its order: int8_linear.py calls either alike. */
 int int8_groups_avx2(const int8_t *a, int64_t lda, const float *scales, int64_t lds, int64_t rows, int64_t depth,
                      int64_t group, const int8_t *w, int64_t ldw, const float *weight_scales, int64_t ldws, float *c,
                      int64_t ldc, int64_t cols, int threads) {
-    if (group <= 0 || group % 4 != 0 || group > MAX_GROUP) return -1;
-    part_t parts[MAX_THREADS];
-    threads = thread_count(threads);
-    int64_t per_thread = columns_per_thread(cols, threads, NR);
-    int count = 0;
-    for (int64_t first = 0; first < cols && count < threads; first += per_thread, count++)
-        parts[count] = (part_t){a, lda, scales, lds, rows, depth, group, w, ldw, weight_scales, ldws, c, ldc, first,
-                                first + per_thread < cols ? first + per_thread : cols};
-    run_parts(parts, sizeof parts[0], count, multiply_part_thread);
-    return 0;
+    return run_grouped(a, lda, scales, lds, rows, depth, group, w, ldw, weight_scales, ldws, c, ldc, cols, threads,
+                       NR, multiply_part_thread);
 }

@@ -21,9 +21,7 @@
  * 512-term blocks ran 435-520 (torch._int_mm of the same operands with one scale per row: 590-780).
  */
 #include <immintrin.h>
-#include <stdint.h>
-#include <string.h>
-#include "column_threads.h"
+#include "int8_groups.h"
 
 #define MR 4          /* rows of a per tile */
 #define NV 3          /* 16-lane vectors of outputs per tile: 12 int32 and 12 float accumulators, 3 weight vectors,
@@ -32,35 +30,15 @@
 #define KC_TERMS 2048 /* terms per block, rounded down to whole groups (at least one): each output's float sum is
                          read and written once per block */
 #define MC 384        /* rows of a per block: MC x KC bytes = 768 KiB */
-#define MAX_GROUP 1024  /* a group's integer sum below 2^24, so exact in float32: 1024 * 127 * 127 < 2^24 */
 #define MAX_UNITS ((KC_TERMS > MAX_GROUP ? KC_TERMS : MAX_GROUP) / 4)   /* 4-term units per block, at most */
 #define VNNI __attribute__((target("avx512f,avx512bw,avx512vnni")))
 
-typedef struct {
-    const int8_t *a; int64_t lda;
-    const float *scales; int64_t lds;
-    int64_t rows, depth, group;
-    const int8_t *w; int64_t ldw;
-    const float *weight_scales; int64_t ldws;
-    float *c; int64_t ldc;
-    int64_t first_col, end_col;
-} part_t;
 
 /* acc + the four products of unsigned x and signed w in each int32 lane. In assembly: GCC 12 copied every
  * accumulator twice per step around the intrinsic (_mm512_dpbusd_epi32), twice the instructions of the loop. */
 static inline VNNI __m512i dot4(__m512i acc, __m512i x, __m512i w) {
     __asm__("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(x), "v"(w));
     return acc;
-}
-
-/* the 4-term unit of a row at term k (k a multiple of 4), terms past `end` zero, each byte xored with `flip` */
-static inline int32_t unit(const int8_t *row, int64_t k, int64_t end, uint32_t flip) {
-    uint8_t bytes[4] = {0, 0, 0, 0};
-    for (int b = 0; b < 4; b++)
-        if (k + b < end) bytes[b] = (uint8_t)row[k + b];
-    uint32_t value;
-    memcpy(&value, bytes, 4);
-    return (int32_t)(value ^ flip);
 }
 
 /* rows [m0, m0 + mc) x terms [k0, k0 + kc) of a + 128, into packed[t * units * MR + u * MR + i] (row m0 + t * MR + i,
@@ -199,20 +177,10 @@ static void *multiply_part_thread(void *arg) {
     return 0;
 }
 
-/* c [rows, cols] = the grouped products of a [rows, depth] (int8) and w [cols, depth] (int8), with scales [rows,
- * ceil(depth / group)] and weight_scales [cols, ceil(depth / group)]; group a multiple of 4 up to MAX_GROUP (else c
- * is left as it is and -1 returned); the columns split among `threads` threads in whole panels */
+/* c = the grouped products of a and w (int8_groups.h's run_grouped, in whole panels of NR columns). */
 int int8_groups_vnni(const int8_t *a, int64_t lda, const float *scales, int64_t lds, int64_t rows, int64_t depth,
                      int64_t group, const int8_t *w, int64_t ldw, const float *weight_scales, int64_t ldws, float *c,
                      int64_t ldc, int64_t cols, int threads) {
-    if (group <= 0 || group % 4 != 0 || group > MAX_GROUP) return -1;
-    part_t parts[MAX_THREADS];
-    threads = thread_count(threads);
-    int64_t per_thread = columns_per_thread(cols, threads, NR);
-    int count = 0;
-    for (int64_t first = 0; first < cols && count < threads; first += per_thread, count++)
-        parts[count] = (part_t){a, lda, scales, lds, rows, depth, group, w, ldw, weight_scales, ldws, c, ldc, first,
-                                first + per_thread < cols ? first + per_thread : cols};
-    run_parts(parts, sizeof parts[0], count, multiply_part_thread);
-    return 0;
+    return run_grouped(a, lda, scales, lds, rows, depth, group, w, ldw, weight_scales, ldws, c, ldc, cols, threads,
+                       NR, multiply_part_thread);
 }
