@@ -315,8 +315,8 @@ def main() -> None:
     import torch
 
     from judge_engine import LLM
-    from rubrics.judges.backends.embedded import engine_defaults
-    from rubrics.judges.fitted.judge_models import default_judge_model
+    from rubrics.judges.backends.embedded import engine_defaults, with_quantization
+    from rubrics.judges.fitted.judge_models import QUANTIZATION_CHOICES, default_judge_model
     from rubrics import trust as je
     from rubrics.judges.methods import METHOD_NAMES
 
@@ -331,9 +331,10 @@ def main() -> None:
                              "domain) into the model's shipped calibration file "
                              "(rubrics/judges/fitted/calibrations/<catalog name>.json, other methods' entries kept) "
                              "and its held-out figures into rubrics/judges/fitted/calibrations/quality.json")
-    parser.add_argument("--quantization", choices=("int8", "int8-weights"),
-                        help="judge with int8 linear maps; --write-calibration then writes the model's int8 "
-                             "calibration file (<catalog name>.int8.json) and its figures under quantized.int8")
+    parser.add_argument("--quantization", choices=QUANTIZATION_CHOICES,
+                        help="default: the model's own, as the judge runs it (int8 for the default judge model); "
+                             "under int8, --write-calibration writes the model's int8 calibration file "
+                             "(<catalog name>.int8.json) and its figures under quantized.int8; none: float32 results")
     parser.add_argument("--split", default=str(LABELS / "split.yaml"),
                         help="the fixed split of domains (default: examples/labels/split.yaml); none: leave each "
                              "domain out in turn over every domain")
@@ -414,11 +415,12 @@ def main() -> None:
         print(f"rubric.{args.rubric_variant}.yaml in {len(varied)} domains: {', '.join(varied)}")
     total = sum(1 for labels, _ in labelled_sets(domains) for line in labels.read_text().splitlines()
                 if line.strip())
-    # the judge model as the judge runs it: float32, the product's cache; loaded once every argument is checked
+    # the judge model as the judge runs it: its own quantization unless asked, float32 activations, the product's
+    # cache; loaded once every argument is checked
     model = args.model or default_judge_model()
     options = {"model": model, **({"quantization": args.quantization} if args.quantization else {}),
                **({"kv_cache_bytes": int(args.kv_cache_gib * 2**30)} if args.kv_cache_gib else {})}
-    llm = LLM(**engine_defaults(options))
+    llm = LLM(**engine_defaults(with_quantization(model, options)))
     print(f"{len(labelled_sets(domains))} domains, {total} labels, judge model {model} "
           f"({llm.model_path.name}, {llm.dtype}{', ' + llm.quantization if llm.quantization else ''}), "
           f"{torch.get_num_threads()} threads, "

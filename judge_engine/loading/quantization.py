@@ -32,6 +32,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import sys
 import time
 from pathlib import Path
 
@@ -72,11 +73,14 @@ def load_quantized(model: nn.Module, source: WeightSource, cache_dir: str | Path
         with cache_lock(path.parent):
             cached = _read_cache(path, sites, model)  # another process may have written it meanwhile
             if cached is None:
+                # the user sees why the first start takes longer (about 20 s for a 1.5B model on 2 cores)
+                print(f"judge_engine: quantizing the {len(sites)} linear maps of {Path(source.folder).name} to int8 "
+                      "(once)...", file=sys.stderr, flush=True)
                 started = time.perf_counter()
                 _build_cache(path, source, sites, feeds, model)
                 cached, origin = _read_cache(path, sites, model), "built"
-                log.info("int8: quantized %d linear maps in %.1fs -> %s", len(sites), time.perf_counter() - started,
-                         path)
+                print(f"judge_engine: quantized in {time.perf_counter() - started:.1f}s -> {path}", file=sys.stderr,
+                      flush=True)
     if cached is None:
         raise RuntimeError(f"int8: the cache {path} written now cannot be read back")
     model.load_weights(tensors_besides(source, set(feeds) | {EMBEDDINGS}))

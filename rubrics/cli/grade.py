@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 
-from rubrics.judges.fitted.calibration_file import QUANTIZATIONS
+from rubrics.judges.fitted.judge_models import QUANTIZATION_CHOICES
 from rubrics.judges.methods import METHOD_NAMES
 
 JUDGES = ("embedded", "openai", "panel", "none")
@@ -74,11 +74,11 @@ def register(subparsers) -> None:
                                          "(embedded); a model name (openai)")
     parser.add_argument("--method", choices=METHOD_NAMES,
                         help="verdict method for judge items that name none (default: the judge model's own)")
-    parser.add_argument("--quantization", choices=QUANTIZATIONS,
-                        help="embedded judge on the CPU: int8 linear maps (faster where the CPU has fast integer "
-                             "products, less accurate) or int8-weights (int8 weights times float activations); a "
-                             "calibration must be fitted for either. Without it a GGUF judge keeps its own blocks: "
-                             "float32's verdicts at about the file's memory")
+    parser.add_argument("--quantization", choices=QUANTIZATION_CHOICES,
+                        help="embedded judge on the CPU: int8 linear maps, int8-weights (int8 weights times float "
+                             "activations) or none (float32 results; a GGUF judge keeps its own blocks, at about the "
+                             "file's memory); default: the model's own (int8 for the default judge model, float32 "
+                             "for the others; rubric model list)")
     parser.add_argument("--send-key-to-rubric-urls", action="store_true",
                         help="send the API key ($RUBRICS_OPENAI_API_KEY or $OPENAI_API_KEY) to the openai:URL panel "
                              "members a rubric names too (default: only to --base-url's server and members you name)")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 
-from rubrics.judges.fitted.calibration_file import QUANTIZATIONS
+from rubrics.judges.fitted.judge_models import QUANTIZATION_CHOICES
 from rubrics.judges.methods import METHOD_NAMES
 
 
@@ -27,9 +27,9 @@ def register(subparsers) -> None:
                              "members a rubric names too (default: only to --base-url's server and members you name)")
     parser.add_argument("--base-url", help="OpenAI-compatible server (--judge openai)")
     parser.add_argument("--method", choices=METHOD_NAMES, help="verdict method for items naming none")
-    parser.add_argument("--quantization", choices=QUANTIZATIONS,
-                        help="embedded judge: int8 linear maps or int8 weights (a calibration fitted so is recorded "
-                             "so)")
+    parser.add_argument("--quantization", choices=QUANTIZATION_CHOICES,
+                        help="embedded judge: int8 linear maps, int8 weights or none (float32 results); default: the "
+                             "model's own (int8 for the default judge model); a calibration fitted so is recorded so")
     parser.add_argument("--head", metavar="FILE", help="verdict head from `rubric judge-train`, for --method head")
     parser.add_argument("--panel-member", action="append", default=[], metavar="MEMBER",
                         help="evaluate a panel instead of one judge, once per member (embedded, embedded:METHOD or "

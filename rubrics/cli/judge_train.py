@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 
-from rubrics.judges.fitted.calibration_file import QUANTIZATIONS
+from rubrics.judges.fitted.judge_models import QUANTIZATION_CHOICES
 
 
 def register(subparsers) -> None:
@@ -24,8 +24,9 @@ def register(subparsers) -> None:
                         help="the rubric of the labels; give it once for all files, or once per labels file")
     parser.add_argument("--model", help="judge model: a catalog name or a local HF folder or .gguf (default: the "
                                          "default judge model)")
-    parser.add_argument("--quantization", choices=QUANTIZATIONS,
-                        help="int8 linear maps or int8 weights (the head is recorded so)")
+    parser.add_argument("--quantization", choices=QUANTIZATION_CHOICES,
+                        help="int8 linear maps, int8 weights or none (float32 results); default: the model's own "
+                             "(int8 for the default judge model); the head is recorded so")
     parser.add_argument("--layer", type=int, action="append", metavar="N",
                         help="a candidate layer (0 = embeddings ... the model's depth = the last, after the final "
                              "norm); repeatable; default: at one half, two thirds, five sixths and all of the depth")

@@ -38,19 +38,21 @@ def run_list(args) -> int:
     rows = []
     for entry in catalog_models():
         known = JUDGE_MODELS.get(entry.name)
+        quantization = known.quantization if known else None   # how it computes on the CPU unless asked
         rows.append({"name": entry.name, "model": entry.model, "parameters": entry.parameters,
                      "download_mb": round(entry.download_size / 1e6), "license": entry.license,
                      "pulled": model_is_pulled(entry.name, rubrics_cache_dir()), "default": entry.name == default,
-                     "method": known.method if known else None, "quality": measured_quality(entry.name)})
+                     "method": known.method if known else None, "quantization": quantization,
+                     "quality": measured_quality(entry.name, quantization)})
     if args.format == "json":
         print(json.dumps(rows, indent=2))
         return 0
     from rubrics.cli.table import align
 
-    header = ["name", "params", "download", "licence", "pulled", "method", "held-out bal. acc. (clear/hard)"]
+    header = ["name", "params", "download", "licence", "pulled", "method", "runs", "held-out bal. acc. (clear/hard)"]
     body = [[row["name"] + (" (default)" if row["default"] else ""), row["parameters"], f"{row['download_mb']} MB",
-             row["license"], "yes" if row["pulled"] else "no", row["method"] or "-", row["quality"] or "-"]
-            for row in rows]
+             row["license"], "yes" if row["pulled"] else "no", row["method"] or "-", row["quantization"] or "float32",
+             row["quality"] or "-"] for row in rows]
     print("\n".join(align([header, *body])))
     from judge_engine import cpu_numerics
 

@@ -23,10 +23,13 @@ def quality_table() -> dict[str, Any]:
         return {}
 
 
-def measured_quality(catalog_name: str) -> str | None:
+def measured_quality(catalog_name: str, quantization: str | None = None) -> str | None:
     """'0.66 / 0.34 (choice, 9 domains)' for a measured model (where: the held-out domains of the split, or each of
-    the nine first domains left out in turn); None for one never measured."""
+    the nine first domains left out in turn), computing with ``quantization`` (None: float32); None for one never
+    measured so."""
     entry = quality_table().get("models", {}).get(catalog_name)
+    if entry and quantization:
+        entry = entry.get("quantized", {}).get(quantization)
     if not entry:
         return None
     clear, hard = entry.get("clear_balanced_accuracy"), entry.get("hard_balanced_accuracy")

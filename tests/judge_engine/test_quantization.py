@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -175,7 +176,13 @@ def test_the_int8_method_is_the_fastest_of_the_exact_ones(monkeypatch, exact, sp
     monkeypatch.setattr(int8, "probe_speeds", lambda methods: timed.append(list(methods)) or speeds)
     int8.int8_products.cache_clear()
     try:
-        assert int8_matmul_method() == chosen
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            assert int8_matmul_method() == chosen
+        # float32 products of the codes: the user hears why int8 is slow here and what to do
+        slow = [w for w in caught if issubclass(w.category, int8.SlowInt8Warning)]
+        assert len(slow) == (chosen == "float32")
+        assert all("C compiler" in str(w.message) and "quantization=None" in str(w.message) for w in slow)
         assert all(exact[m][0] for m in timed[0] if m != "float32")   # only exact routes are timed
         reason = int8.int8_products().reason   # reported by `rubric model list`
         assert "GFLOP/s" in reason

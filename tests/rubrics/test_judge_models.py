@@ -2,6 +2,7 @@
 model outside the catalog the identity and a warning, never another model's; and the default judge model."""
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import replace
 import warnings
@@ -12,7 +13,7 @@ from judge_models import REPO, tiny_judge_model
 from rubrics.judges.fitted.calibration_file import CalibrationFileError, ModelIdentity, load_calibration_file
 from rubrics.judges.backends.embedded import EmbeddedJudge
 from rubrics.judges.fitted.judge_models import CALIBRATIONS, DEFAULT_JUDGE_MODEL, JUDGE_MODELS, UncalibratedJudgeWarning, \
-    default_judge_model, shipped_head
+    default_judge_model, default_quantization, shipped_calibration_path, shipped_head
 from rubrics.judges.methods import IDENTITY, METHOD_NAMES
 
 
@@ -33,6 +34,10 @@ def test_every_catalog_judge_model_ships_a_calibration_made_for_it_with_its_defa
         assert default.zero_shot in shipped.calibrations
     else:
         assert default.method in shipped.calibrations
+    if default.quantization:   # it runs quantized unless asked: that calibration ships too, fitted so
+        quantized = load_calibration_file(shipped_calibration_path(name, default.quantization))
+        assert quantized.judge_model == ModelIdentity(entry.model, entry.sha256, default.quantization)
+        assert quantized.refusal(None) is None and default.method in quantized.calibrations
 
 
 def test_a_model_whose_method_is_its_head_falls_back_to_its_zero_shot_method_where_no_head_fits():
@@ -52,7 +57,7 @@ def test_a_catalog_model_judges_with_its_own_method_and_calibration_without_bein
     import subprocess
 
     monkeypatch.setattr(subprocess, "run", lambda *a, **k: pytest.fail("fetched the model to build the judge"))
-    shipped = load_calibration_file(CALIBRATIONS / f"{name}.json")
+    shipped = load_calibration_file(shipped_calibration_path(name, JUDGE_MODELS[name].quantization))
     with warnings.catch_warnings():
         warnings.simplefilter("error", UncalibratedJudgeWarning)
         judge = EmbeddedJudge(name)
@@ -63,7 +68,31 @@ def test_a_catalog_model_judges_with_its_own_method_and_calibration_without_bein
             continue
         assert judge.methods.named(method).calibration == shipped.calibrations.get(method, IDENTITY)
     assert judge.calibration_file is None   # shipped with the model, not a file the user chose
-    assert EmbeddedJudge(name, method="likelihood").method == "likelihood"
+    quantized = f" in {JUDGE_MODELS[name].quantization}" if JUDGE_MODELS[name].quantization else ""
+    with (pytest.warns(UncalibratedJudgeWarning, match=f"no calibration shipped for the likelihood method{quantized}")
+          if "likelihood" not in shipped.calibrations else contextlib.nullcontext()):
+        assert EmbeddedJudge(name, method="likelihood").method == "likelihood"
+
+
+def test_a_catalog_model_runs_with_its_own_quantization_unless_another_is_asked():
+    """The default judge model runs int8 (within 0.02 of float32 held out, its calibration fitted so); "none" or
+    None asks for float32 results and gets float32's calibration; the other models run float32."""
+    assert JUDGE_MODELS[DEFAULT_JUDGE_MODEL].quantization == "int8"
+    by_default = EmbeddedJudge(DEFAULT_JUDGE_MODEL)
+    assert by_default.identity().quantization == "int8" and by_default.engine_options["quantization"] == "int8"
+    int8_file = load_calibration_file(shipped_calibration_path(DEFAULT_JUDGE_MODEL, "int8"))
+    assert by_default.methods.named("choice").calibration == int8_file.calibrations["choice"]
+    float32_file = load_calibration_file(shipped_calibration_path(DEFAULT_JUDGE_MODEL))
+    for asked in ("none", None):
+        float32 = EmbeddedJudge(DEFAULT_JUDGE_MODEL, quantization=asked)
+        assert float32.identity().quantization is None and float32.engine_options["quantization"] is None
+        assert float32.methods.named("choice").calibration == float32_file.calibrations["choice"]
+    assert float32_file.calibrations["choice"] != int8_file.calibrations["choice"]
+    for name in set(JUDGE_MODELS) - {DEFAULT_JUDGE_MODEL}:
+        assert EmbeddedJudge(name).identity().quantization is None
+    assert default_quantization(DEFAULT_JUDGE_MODEL, "cuda") is None   # int8 products run on the CPU only
+    assert default_quantization("path/to/qwen2.5-coder-1.5b-instruct.gguf") is None   # a path: as the user gave it
+    assert default_quantization(None) is None
 
 
 def test_calibrations_are_not_shared_between_models():
@@ -134,9 +163,9 @@ def test_an_int8_judge_is_another_judge_for_calibrations_and_the_verdict_cache(t
     from rubrics.judges.methods import Calibration
     from rubrics.judges.protocol import EvidenceBlock, JudgeContext, JudgeItem, JudgeRequest
 
-    name = "qwen2.5-coder-1.5b-instruct"
+    name = "qwen2.5-coder-0.5b-instruct"   # a model with no int8 calibration shipped
     with pytest.warns(UncalibratedJudgeWarning, match="no calibration fitted for quantization int8"):
-        int8 = EmbeddedJudge(name, quantization="int8")
+        int8 = EmbeddedJudge(name, quantization="int8", method="choice")
     assert int8.identity().quantization == "int8" and int8.methods.named("choice").calibration == IDENTITY
     with pytest.raises(CalibrationFileError, match="judge_model.quantization: expected 'int8'"):
         EmbeddedJudge(name, quantization="int8", calibration=CALIBRATIONS / f"{name}.json")
@@ -147,6 +176,9 @@ def test_an_int8_judge_is_another_judge_for_calibrations_and_the_verdict_cache(t
         "choice").calibration == Calibration(0.9, -0.4)
     with pytest.raises(CalibrationFileError, match="judge_model.quantization: expected None"):
         EmbeddedJudge(name, calibration=tmp_path / "int8.json")
+    with pytest.raises(CalibrationFileError, match="judge_model.quantization: expected None"):
+        EmbeddedJudge(DEFAULT_JUDGE_MODEL, quantization="none",
+                      calibration=shipped_calibration_path(DEFAULT_JUDGE_MODEL, "int8"))
     folder = str(tiny_judge_model(str(tmp_path)))
     context = JudgeContext("t", "Write it.", None, (EvidenceBlock("final_answer", "done"),))
     request = JudgeRequest(context, JudgeItem(id="a", kind="criterion", points=1, criterion="is done"))
@@ -177,11 +209,33 @@ def test_grade_quantization_int8_grades_with_int8_linear_maps(tmp_path):
     command = [sys.executable, "-m", "rubrics.cli.main", "grade", str(CFO_RUBRIC), str(cfo_trajectory_paths()[0]),
                "--model", str(folder), "--format", "json", "--no-cache", "--method", "choice"]
     probabilities = {}
-    for extra in ([], ["--quantization", "int8"]):
-        done = subprocess.run([*command, *extra], cwd=REPO, capture_output=True, text=True)
+    for extra in ("", "int8", "none"):   # a model outside the catalog runs float32 unless asked
+        done = subprocess.run([*command, *(["--quantization", extra] if extra else [])], cwd=REPO,
+                              capture_output=True, text=True)
         assert done.returncode == 0, done.stderr
-        probabilities[bool(extra)] = [i["probability"] for i in json.loads(done.stdout)[0]["items"]
-                                      if i["method"] == "judge"]
-    assert all(p is not None for p in probabilities[True])
-    assert probabilities[True] != probabilities[False]   # the same judgments, computed in int8
-    assert max(abs(a - b) for a, b in zip(*probabilities.values())) < 0.2
+        probabilities[extra] = [i["probability"] for i in json.loads(done.stdout)[0]["items"]
+                                if i["method"] == "judge"]
+    assert all(p is not None for p in probabilities["int8"])
+    assert probabilities["int8"] != probabilities[""] == probabilities["none"]   # the same judgments, in int8
+    assert max(abs(a - b) for a, b in zip(probabilities["int8"], probabilities[""])) < 0.2
+
+
+def test_rubric_grade_runs_the_default_judge_model_in_int8_unless_asked(monkeypatch):
+    """The flags as `rubric grade` parses them: no --quantization gives the model's own (int8 for the default),
+    --quantization none float32, --quantization int8 on a float32 model int8."""
+    from rubrics.cli.main import build_parser
+    from rubrics.judges.factory import JudgeSpec, build_judge
+
+    monkeypatch.delenv("RUBRICS_JUDGE_MODEL", raising=False)
+    parser = build_parser()
+
+    def identity(*flags):
+        args = parser.parse_args(["grade", "rubric.yaml", "t.json", "--no-cache", *flags])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UncalibratedJudgeWarning)   # the 135M has no int8 calibration
+            return build_judge(JudgeSpec.from_args(args)).identity()
+
+    assert identity().quantization == "int8"
+    assert identity("--quantization", "none").quantization is None
+    assert identity("--model", "smollm2-135m-instruct").quantization is None
+    assert identity("--model", "smollm2-135m-instruct", "--quantization", "int8").quantization == "int8"

@@ -21,7 +21,8 @@ from typing import Any
 
 from rubrics.judges.backend import FitRequest, JudgeBackend, KeyedRequest
 from rubrics.judges.fitted.calibration_file import ModelIdentity
-from rubrics.judges.fitted.judge_models import UNCATALOGUED_METHOD, JudgeModel
+from rubrics.judges.fitted.judge_models import NO_QUANTIZATION, UNCATALOGUED_METHOD, JudgeModel, \
+    default_quantization
 from rubrics.judges.methods import Calibration, ScoredPrompt
 from rubrics.judges.prompt.ids import PromptBuilder
 from rubrics.judges.prompt.judge_prompt import JudgePrompt
@@ -48,6 +49,9 @@ class EmbeddedJudge(JudgeBackend):
     Method, calibration, head, identity and cache keys are the JudgeBackend's (rubrics/judges/backend.py); this
     class scores the prompts, on judge_engine.
     llm: an already loaded judge_engine.LLM to share (tests, benchmarks); engine_options go to LLM otherwise.
+    quantization (an engine option): "int8", "int8-weights", or "none" / None for float32 results; not given, the
+    catalog model's own on the CPU (rubrics.judges.fitted.judge_models.JUDGE_MODELS: int8 for the default judge
+    model, whose calibration is fitted so), float32 for any other model.
     sample_temperature, sample_seed: how reasoned items with `samples` above 1 draw their rationales (rationale i
     of a prompt uses seed sample_seed + i, so a prompt always gets the same rationales and verdict-cache entries
     stay true).
@@ -68,7 +72,7 @@ class EmbeddedJudge(JudgeBackend):
         from rubrics.judges.fitted.judge_models import default_judge_model
 
         self.model = model if model is not None or llm is not None else default_judge_model()
-        self.engine_options = engine_options
+        self.engine_options = engine_options if llm is not None else with_quantization(self.model, engine_options)
         self._llm = llm
         self._lock = threading.RLock()   # loading the model, and the tokenizer (not made for concurrent use)
         self._builder: PromptBuilder | None = None
@@ -360,10 +364,23 @@ class EmbeddedJudge(JudgeBackend):
 CPU_STEP_TOKENS = 512
 
 
+def with_quantization(model: str | None, options: Mapping[str, Any]) -> dict[str, Any]:
+    """The engine options with the quantization the judge runs with: the one asked (NO_QUANTIZATION, "none", or
+    None: float32 results), else the catalog model's default on the CPU (int8 for the default judge model), else
+    none. The key is set either way, so the judge's identity, calibration and cache keys name the numerics."""
+    options = dict(options)
+    if "quantization" not in options:
+        options["quantization"] = default_quantization(model, str(options.get("device", "cpu")))
+    elif options["quantization"] == NO_QUANTIZATION:
+        options["quantization"] = None
+    return options
+
+
 def engine_defaults(options: dict[str, Any]) -> dict[str, Any]:
-    """The engine options the judge runs with: float32 unless asked (the shipped calibrations, the golden figures and
-    the verdict cache assume it, and it gives the same probabilities on every CPU, whatever the engine would pick
-    for speed), steps of CPU_STEP_TOKENS on the CPU, and the product's cache directory for the model unless given."""
+    """The engine options the judge runs with: float32 activations unless asked (the shipped calibrations, the golden
+    figures and the verdict cache assume them, and they give the same probabilities on every CPU, whatever the
+    engine would pick for speed; int8 maps, the default judge model's, take float32 activations too), steps of
+    CPU_STEP_TOKENS on the CPU, and the product's cache directory for the model unless given."""
     from rubrics.cache_dir import rubrics_cache_dir
 
     defaults: dict[str, Any] = {"dtype": "float32", "cache_dir": str(rubrics_cache_dir())}

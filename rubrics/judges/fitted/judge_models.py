@@ -16,7 +16,7 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from rubrics.judges.fitted.calibration_file import CalibrationFile, ModelIdentity
+from rubrics.judges.fitted.calibration_file import QUANTIZATIONS, CalibrationFile, ModelIdentity
 from rubrics.judges.fitted.fitted_file import load_shipped
 from rubrics.judges.fitted.verdict_head import VerdictHead
 
@@ -41,6 +41,9 @@ class JudgeModel:
     # where `method` is the head and no head is shipped for the model as it runs (another quantization): the best
     # zero-shot method instead
     zero_shot: str | None = None
+    # how the model computes on the CPU unless asked otherwise (None: float32 results): a quantization only where
+    # its held-out figures are within 0.02 of float32's and a calibration is fitted for it (docs/judge-quality.md)
+    quantization: str | None = None
 
     def method_for(self, has_head: bool) -> str:
         return self.zero_shot if self.method == "head" and not has_head and self.zero_shot else self.method
@@ -49,8 +52,11 @@ class JudgeModel:
 JUDGE_MODELS: dict[str, JudgeModel] = {model.catalog_name: model for model in (
     JudgeModel("smollm2-135m-instruct", "head", zero_shot="statement"),
     JudgeModel("qwen2.5-coder-0.5b-instruct", "head", zero_shot="likelihood"),
-    JudgeModel("qwen2.5-coder-1.5b-instruct", "choice"),
+    JudgeModel("qwen2.5-coder-1.5b-instruct", "choice", quantization="int8"),
 )}
+# The quantization a user names to run a catalog model unquantized where its default is not (float32 results)
+NO_QUANTIZATION = "none"
+QUANTIZATION_CHOICES = (*QUANTIZATIONS, NO_QUANTIZATION)   # --quantization's
 
 
 class UncalibratedJudgeWarning(UserWarning):
@@ -60,6 +66,13 @@ class UncalibratedJudgeWarning(UserWarning):
 def default_judge_model() -> str:
     """$RUBRICS_JUDGE_MODEL (a catalog name or a path), else DEFAULT_JUDGE_MODEL."""
     return os.environ.get(JUDGE_MODEL_ENV) or DEFAULT_JUDGE_MODEL
+
+
+def default_quantization(model: str | None, device: str = "cpu") -> str | None:
+    """The quantization a judge on ``model`` (a catalog name, or a path) runs with when none is asked: its catalog
+    entry's on the CPU, None (float32) for any other model or device."""
+    known = JUDGE_MODELS.get(model) if model is not None else None
+    return known.quantization if known is not None and device == "cpu" else None
 
 
 def catalog_name_of(identity: ModelIdentity) -> str | None:
@@ -120,10 +133,11 @@ def warn_uncalibrated(model: str | None, identity: ModelIdentity, method: str | 
     named = model if model is not None else identity.name
     if catalog_name_of(identity) is None:
         why = "is not in the catalog and has no calibration"
+    elif method:   # its calibration file has no entry for the method
+        why = f"has no calibration shipped for the {method} method" + \
+            (f" in {identity.quantization}" if identity.quantization else "")
     elif identity.quantization:
         why = f"has no calibration fitted for quantization {identity.quantization}"
-    elif method:
-        why = f"has no calibration shipped for the {method} method"
     else:
         why = "has no calibration shipped for it"
     warnings.warn(UncalibratedJudgeWarning(
