@@ -3,7 +3,7 @@
     python benchmarks/judge_quality.py [--model NAME|PATH] [--method NAME ...] [--head] [--split FILE|none]
                                        [--json FILE] [--verdict-cache DB] [--write-calibration] [--write-head]
                                        [--features-cache DIR] [--head-train-trajectories K]
-                                       [--quantization int8] [--held-out-only [--domain NAME ...]]
+                                       [--quantization int8|int8-weights|none] [--held-out-only [--domain NAME ...]]
                                        [--rubric-variant NAME] [--mode reasoned] [--record-quality]
 
 For every labelled set under examples/labels/ (one domain each: its labels.jsonl, graded with the rubric.yaml
