@@ -28,7 +28,6 @@ quantized). A group's sum is below 2^24 too (groups of at most 1024 terms), so i
 from __future__ import annotations
 
 import functools
-import logging
 import os
 import time
 import warnings
@@ -39,8 +38,6 @@ import torch.nn.functional as F
 from torch import nn
 
 from judge_engine.layers import int8_avx2, int8_vnni, row_tiles
-
-log = logging.getLogger(__name__)
 
 QMAX = 127
 EXACT_FLOAT32_K = 1024              # 1024 * 127 * 127 < 2^24: a chunk's float32 sum is exact in any order
