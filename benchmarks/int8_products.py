@@ -57,8 +57,8 @@ def main() -> None:
         for index, (rows, depth, cols, _name) in enumerate(shapes):
             a = torch.randint(-127, 128, (rows, depth), dtype=torch.int8, generator=generator)
             weight = torch.randint(-127, 128, (cols, depth), dtype=torch.int8, generator=generator)
-            scales = torch.rand((rows, -(-depth // int8_linear.GROUP)), generator=generator)
-            weight_scales = torch.rand((cols, -(-depth // int8_linear.GROUP)), generator=generator)
+            scales = torch.rand((rows, int8_linear.scale_columns(depth)), generator=generator)
+            weight_scales = torch.rand((cols, int8_linear.scale_columns(depth)), generator=generator)
             a_float, weight_float = a.float(), weight.float()
             runs = {route: (lambda r=route: int8_linear.grouped_matmul(a, scales, weight, weight_scales, r))
                     for route in routes}

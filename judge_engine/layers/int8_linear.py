@@ -49,6 +49,12 @@ METHODS = ("vnni", *INTEGER_METHODS)               # grouped_matmul's routes: th
 
 
 # -- the arithmetic -----------------------------------------------------------------------------------------------
+def scale_columns(depth: int, group: int | None = GROUP) -> int:
+    """Scales per row of ``depth`` terms: one per ``group`` consecutive terms (the last group may be shorter), or
+    one for the whole row (``group`` None)."""
+    return 1 if group is None else -(-depth // group)
+
+
 def quantize_weight(weight: torch.Tensor, group: int | None = GROUP,
                     rows_at_once: int = 4096) -> tuple[torch.Tensor, torch.Tensor]:
     """(int8 [N, K], float32 scales [N, ceil(K / group)]): symmetric, one scale per ``group`` consecutive terms of
@@ -60,7 +66,7 @@ def quantize_weight(weight: torch.Tensor, group: int | None = GROUP,
         raise ValueError(f"int8 products of {depth} terms could overflow int32 (at most {MAX_INT32_K})")
     group = max(depth, 1) if group is None else group
     q = torch.empty(weight.shape, dtype=torch.int8)
-    scale = torch.empty((rows, -(-depth // group)), dtype=torch.float32)
+    scale = torch.empty((rows, scale_columns(depth, group)), dtype=torch.float32)
     for start in range(0, rows, rows_at_once):
         stop = min(start + rows_at_once, rows)
         q[start:stop], scale[start:stop] = _quantize_groups(weight[start:stop].detach().to(torch.float32), group)
@@ -119,7 +125,7 @@ def _check_grouped(q: torch.Tensor, scales: torch.Tensor, weight: torch.Tensor, 
     if any(t.device.type != "cpu" for t in operands):
         raise ValueError("grouped int8 products run on the CPU")
     rows, depth = q.shape
-    groups = -(-depth // group) if group > 0 else -1
+    groups = scale_columns(depth, group) if group > 0 else -1
     if (weight.shape[1] != depth or scales.shape != (rows, groups) or weight_scales.shape != (weight.shape[0], groups)
             or not 0 < group <= EXACT_FLOAT32_K):
         # a group of at most 1024 terms sums below 2^24, so its sum turns into float32 exactly
@@ -243,9 +249,9 @@ def probe_speeds(methods: list[str], rows: int = 256, depth: int = 1536, cols: i
     lost (``_int_mm`` at 5 GFLOP/s on an AVX2-only CPU would add a second to every start-up)."""
     generator = torch.Generator().manual_seed(0)
     a = torch.randint(-QMAX, QMAX + 1, (rows, depth), dtype=torch.int8, generator=generator)
-    scales = torch.rand((rows, -(-depth // GROUP)), generator=generator)
+    scales = torch.rand((rows, scale_columns(depth)), generator=generator)
     weight = torch.randint(-QMAX, QMAX + 1, (cols, depth), dtype=torch.int8, generator=generator)
-    weight_scales = torch.rand((cols, -(-depth // GROUP)), generator=generator)
+    weight_scales = torch.rand((cols, scale_columns(depth)), generator=generator)
 
     def seconds(method: str) -> float:
         started = time.perf_counter()
@@ -278,8 +284,8 @@ def probe_exact(method: str) -> tuple[bool, str]:
             weights[0] = QMAX
             weights[1] = -QMAX
             random = torch.randint(-QMAX, QMAX + 1, (rows, depth), dtype=torch.int8, generator=generator)
-            scales = torch.rand((rows, -(-depth // GROUP)), generator=generator)
-            weight_scales = torch.rand((cols, -(-depth // GROUP)), generator=generator)
+            scales = torch.rand((rows, scale_columns(depth)), generator=generator)
+            weight_scales = torch.rand((cols, scale_columns(depth)), generator=generator)
             for a in (full, random, -full):
                 if method in INTEGER_METHODS:
                     exact = a.to(torch.int64) @ weights.t().to(torch.int64)
@@ -310,7 +316,7 @@ class Int8Weight(nn.Module):
 
     @staticmethod
     def scale_shapes(rows: int, depth: int) -> set[tuple[int, int]]:
-        return {(rows, -(-depth // GROUP))}
+        return {(rows, scale_columns(depth))}
 
     @property
     def shape(self) -> torch.Size:
@@ -336,7 +342,7 @@ class DequantizedInt8Weight(Int8Weight):
 
     @staticmethod
     def scale_shapes(rows: int, depth: int) -> set[tuple[int, int]]:
-        return {(rows, 1), (rows, -(-depth // GROUP))}
+        return {(rows, scale_columns(depth, None)), (rows, scale_columns(depth))}
 
     def forward(self, x: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
         out = torch.empty(x.shape[0], self.qweight.shape[0], dtype=x.dtype, device=x.device)

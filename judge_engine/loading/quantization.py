@@ -39,7 +39,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from judge_engine.layers.int8_linear import GROUP, DequantizedInt8Weight, Int8Weight, quantize_weight
+from judge_engine.layers.int8_linear import GROUP, DequantizedInt8Weight, Int8Weight, quantize_weight, scale_columns
 from judge_engine.loading.cache import cache_lock, engine_cache_dir, staged_file
 from judge_engine.loading.linear_sites import (EMBEDDINGS, LinearSite, SiteFeed, keep_merged_parts_apart, linear_sites,
                                                site_feeds, tensors_besides)
@@ -131,8 +131,7 @@ def _weight_group(site: LinearSite) -> int | None:
 def _shapes(site: LinearSite, model: nn.Module) -> tuple[tuple[int, int], tuple[int, int]]:
     """A map's int8 weight's shape and its scales'."""
     rows, depth = site.shape(model)
-    group = _weight_group(site)
-    return (rows, depth), (rows, 1 if group is None else -(-depth // group))
+    return (rows, depth), (rows, scale_columns(depth, _weight_group(site)))
 
 
 class _CacheWriter:
