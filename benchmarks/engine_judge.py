@@ -249,14 +249,12 @@ def print_llama_cpp_rounds(args, trajectories: int, criteria: int) -> None:
 
 
 def model_flops(llm, stats: dict) -> float:
+    """2 FLOPs per weight of the layers' linear maps per computed token, 2 per LM-head weight per logits row, and the
+    attention's products; counted from the model's shape, not its tensors (held as int8 or GGUF blocks, they are no
+    parameters: counting parameters gave negative figures)."""
     spec = llm.engine.spec
-    model = llm.engine.model
-    total = sum(p.numel() for p in model.parameters())
-    embedding = spec.vocab_size * spec.hidden_size
-    tied = getattr(model, "lm_head", None) is None
-    body = total - embedding * (1 if tied else 2)  # the embedding lookup costs no FLOPs; the LM head is counted per row
-    flops = 2 * body * stats["batched_tokens"]
-    flops += 2 * embedding * stats["logits_rows"]
+    flops = 2 * spec.num_layers * spec.layer_weights() * stats["batched_tokens"]
+    flops += 2 * spec.vocab_size * spec.hidden_size * stats["logits_rows"]
     flops += 4 * spec.num_layers * spec.num_heads * spec.head_dim * stats["attention_pairs"]
     return flops
 

@@ -61,10 +61,8 @@ def share_step(demands: list[int], room: int, long_prefill_tokens: int, serves_s
 def attention_break_even(spec) -> int | None:
     """The context length at which a token's attention (4 x query width flops per key and layer) costs as much
     as its linear maps (2 flops per weight of a layer), from a model's config; None when the config lacks a size."""
-    try:
-        query = spec.num_heads * spec.head_dim
-        key_value = spec.num_kv_heads * spec.head_dim
-        weights = spec.hidden_size * (2 * query + 2 * key_value) + 3 * spec.hidden_size * spec.intermediate_size
-    except (AttributeError, TypeError):
+    weights = spec.layer_weights()
+    if weights is None:
         return None
+    query = spec.num_heads * spec.head_dim
     return max(1, round(2 * weights / (4 * query)))

@@ -38,6 +38,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from judge_engine.layers import int8_avx2, int8_vnni, row_tiles
+from judge_engine.layers.block_weight import BlockRows, BlockWeight
 
 QMAX = 127
 EXACT_FLOAT32_K = 1024              # 1024 * 127 * 127 < 2^24: a chunk's float32 sum is exact in any order
@@ -334,9 +335,11 @@ class DequantizedInt8Weight(Int8Weight):
     The memory of int8 without the cost of quantizing activations; at the speed of float products. The LM head
     always runs this way under quantization="int8" (quantizing its activations per token cost the most accuracy of
     any map, docs/benchmarks.md; held int8, a tied head no longer keeps the float embeddings resident), and every map
-    does under quantization="int8-weights". The products are the float path's (row tiles, batch-invariant) over a
-    float copy of DEQUANTIZED_ROWS rows of the weight at a time: scaled by group before the product, or per output
-    channel after it."""
+    does under quantization="int8-weights". The products are the float path's (batch-invariant) over the weight's
+    values ``float(code) * scale``, one rounding, as a block weight of int8 codes (layers/block_weight.py): the
+    float32 kernel rebuilds a panel of them at a time in cache, the torch route a column chunk; per-channel scales
+    multiply the product's columns after it (the codes are read with scale 1, exactly). A depth that is not a whole
+    number of groups takes float copies of DEQUANTIZED_ROWS rows at a time instead."""
 
     DEQUANTIZED_ROWS = 8192   # fixed: every product's shape is a function of the weight's alone
 
@@ -345,17 +348,27 @@ class DequantizedInt8Weight(Int8Weight):
         return {(rows, scale_columns(depth, None)), (rows, scale_columns(depth))}
 
     def forward(self, x: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-        out = torch.empty(x.shape[0], self.qweight.shape[0], dtype=x.dtype, device=x.device)
+        rows, depth = self.qweight.shape
         per_channel = self.scale.shape[1] == 1
+        if depth % GROUP == 0:
+            # one weight row's scales: its groups' own, or ones (a stride-0 view: no copy per row)
+            scale = torch.ones(1, depth // GROUP).expand(rows, -1) if per_channel else self.scale
+            out = row_tiles.linear(x, BlockWeight([BlockRows(self.qweight, scale, None, GROUP)]))
+        else:
+            out = self._dequantized_chunks(x, per_channel)
+        if per_channel:
+            out.mul_(self.scale[:, 0].to(x.dtype))
+        return out if bias is None else out.add_(bias)
+
+    def _dequantized_chunks(self, x: torch.Tensor, per_channel: bool) -> torch.Tensor:
+        out = torch.empty(x.shape[0], self.qweight.shape[0], dtype=x.dtype, device=x.device)
         for start in range(0, self.qweight.shape[0], self.DEQUANTIZED_ROWS):
             stop = start + self.DEQUANTIZED_ROWS
             rows = self.qweight[start:stop].to(torch.float32)
             if not per_channel:
                 rows.mul_(self.scale[start:stop].repeat_interleave(GROUP, dim=1)[:, :rows.shape[1]])
             out[:, start:stop] = row_tiles.linear(x, rows.to(x.dtype))
-        if per_channel:
-            out.mul_(self.scale[:, 0].to(x.dtype))
-        return out if bias is None else out.add_(bias)
+        return out
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor | Int8Weight, bias: torch.Tensor | None = None) -> torch.Tensor:

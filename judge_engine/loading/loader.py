@@ -48,6 +48,14 @@ class ModelSpec:
             intermediate_size=getattr(config, "intermediate_size", None),
         )
 
+    def layer_weights(self) -> int | None:
+        """The weights of one layer's linear maps (q, k, v, o and the MLP's gate, up, down, in every family): 2 FLOPs
+        each per token; None when the config lacks the MLP's width."""
+        if self.intermediate_size is None:
+            return None
+        query, key_value = self.num_heads * self.head_dim, self.num_kv_heads * self.head_dim
+        return self.hidden_size * (2 * query + 2 * key_value) + 3 * self.hidden_size * self.intermediate_size
+
 
 def model_folder(path: str | Path, cache_dir: str | Path | None = None, float_weights: bool = True) -> Path:
     """The HF folder of the model at ``path``: ``path`` itself, or the conversion of a .gguf file cached under

@@ -291,19 +291,25 @@ def test_a_weight_is_quantized_per_group_of_a_channel_or_per_channel():
 
 
 @pytest.mark.parametrize("group", [None, int8.GROUP])
-def test_the_int8_head_multiplies_float_activations_by_the_int8_weight_chunk_by_chunk(monkeypatch, group):
+@pytest.mark.parametrize("depth", [96, 100])
+def test_the_int8_head_multiplies_float_activations_by_the_int8_weight(monkeypatch, group, depth):
     """W8A32: the product of the float rows with the dequantized weight (scales per channel, the LM head's, or per
-    group), whatever the number of weight chunks, and a row's logits the same bits alone and in any batch."""
+    group), a row's logits the same bits alone and in any batch. A depth of whole groups is read as a block weight
+    of int8 codes, the same bits as float copies of the weight's rows (the route a depth of 100 takes), whatever
+    the number of those copies."""
     generator = torch.Generator().manual_seed(3)
-    qweight, scale = int8.quantize_weight(torch.randn(300, 96, generator=generator), group)
-    x = torch.randn(70, 96, generator=generator)
-    whole = int8.DequantizedInt8Weight(qweight, scale)(x)
-    monkeypatch.setattr(int8.DequantizedInt8Weight, "DEQUANTIZED_ROWS", 64)   # five chunks, the last one of 44 rows
+    qweight, scale = int8.quantize_weight(torch.randn(300, depth, generator=generator), group)
+    x = torch.randn(70, depth, generator=generator)
     head = int8.DequantizedInt8Weight(qweight, scale)
-    chunked = head(x)
-    dequantized = qweight.float() * scale.repeat_interleave(int8.GROUP if group else 96, dim=1)
-    torch.testing.assert_close(chunked, x @ dequantized.t(), atol=1e-4, rtol=1e-4)
-    torch.testing.assert_close(chunked, whole, atol=1e-5, rtol=1e-5)
+    product = head(x)
+    dequantized = qweight.float() * scale.repeat_interleave(int8.GROUP if group else depth, dim=1)[:, :depth]
+    torch.testing.assert_close(product, x @ dequantized.t(), atol=1e-4, rtol=1e-4)
+    copies = head._dequantized_chunks(x, per_channel=group is None)
+    monkeypatch.setattr(int8.DequantizedInt8Weight, "DEQUANTIZED_ROWS", 64)   # five copies, the last one of 44 rows
+    assert torch.equal(head._dequantized_chunks(x, per_channel=group is None), copies)
+    if group is None:
+        copies.mul_(scale[:, 0])
+    assert torch.equal(product, copies)
     alone = head(x[17:18])
     for count in (1, 33, 69):
         assert torch.equal(head(torch.cat([x[:count], x[17:18]]))[count], alone[0])

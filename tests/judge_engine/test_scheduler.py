@@ -221,15 +221,20 @@ def test_share_step_gives_short_ones_their_all_and_splits_the_rest_evenly():
 
 
 def test_the_attention_break_even_of_the_served_models():
+    import dataclasses
+
     from judge_engine.engine.step_budget import attention_break_even
+    from judge_engine.loading.loader import ModelSpec
     from judge_engine.models.config import LlamaFamilyConfig
 
     smollm2_135m = LlamaFamilyConfig.from_dict({
         "architectures": ["LlamaForCausalLM"], "vocab_size": 49152, "hidden_size": 576, "intermediate_size": 1536,
         "num_hidden_layers": 30, "num_attention_heads": 9, "num_key_value_heads": 3, "rms_norm_eps": 1e-5,
         "max_position_embeddings": 8192})
-    assert attention_break_even(smollm2_135m) == 3072
-    assert attention_break_even(object()) is None
+    spec = ModelSpec.from_config(smollm2_135m)
+    assert attention_break_even(spec) == 3072
+    assert spec.layer_weights() == 3_538_944  # 576 x (2 x 576 + 2 x 192) + 3 x 576 x 1536
+    assert attention_break_even(dataclasses.replace(spec, intermediate_size=None)) is None
 
 
 def test_a_short_request_is_not_stuck_behind_a_long_prompt():
