@@ -85,16 +85,7 @@ def load_model(
     device = torch.device(device)
     blocks = quantization is None and _keeps_gguf_blocks(path, device)
     weights = weight_source(path, cache_dir, float_weights=quantization is None and not blocks)
-    folder = weights.folder
-    raw, config_source = read_config_json(folder)
-    family, architecture = family_for(raw.get("architectures") or [], config_source)
-    config = family.load_config_class().from_folder(folder, architecture)
-    if max_model_len is not None and max_model_len < config.max_position_embeddings:
-        config = config.serving(max_model_len)
-    model_class = family.load_model_class()
-    # parameters are allocated, not written: those an int8 model replaces never cost memory
-    with torch.device(device):
-        model = model_class(config, dtype=dtype, attention_backend=get_backend(device, attention_backend))
+    model, config = model_skeleton(weights.folder, dtype, device, attention_backend, max_model_len)
     with torch.no_grad():
         if blocks:
             from judge_engine.loading.gguf_resident import load_gguf_resident
@@ -107,6 +98,22 @@ def load_model(
 
             model.quantized_from = load_quantized(model, weights, cache_dir, quantization)  # "cache" or "built"
     return model.eval(), ModelSpec.from_config(config)
+
+
+def model_skeleton(folder: Path, dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu",
+                   attention_backend: str | None = None, max_model_len: int | None = None):
+    """(model, config): the model of the HF folder's config.json, of its family's classes (models/registry.py), its
+    parameters allocated but not written (those an int8 model replaces never cost memory)."""
+    device = torch.device(device)
+    raw, config_source = read_config_json(folder)
+    family, architecture = family_for(raw.get("architectures") or [], config_source)
+    config = family.load_config_class().from_folder(folder, architecture)
+    if max_model_len is not None and max_model_len < config.max_position_embeddings:
+        config = config.serving(max_model_len)
+    model_class = family.load_model_class()
+    with torch.device(device):
+        model = model_class(config, dtype=dtype, attention_backend=get_backend(device, attention_backend))
+    return model, config
 
 
 def _keeps_gguf_blocks(path: str | Path, device: torch.device) -> bool:

@@ -32,6 +32,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -53,6 +54,11 @@ QUANTIZATIONS = ("int8", "int8-weights")
 # the int8 accuracy cost (max |log-prob - float32| 0.93 against 0.68 on benchmarks/engine_judge.py's prompts);
 # the weight alone costs little of either.
 RECIPE = "w8-sym-group32-v3-head-perchannel"   # v2: one scale per channel; v1 named the activations' recipe too
+# A cache of more int8 weight bytes than this is built in a child interpreter: building one in the process that then
+# judges left it holding 0.7 GB more memory than a start from the cache (the 1.5B: first run's peak 2.7-2.9 GiB
+# against 2.3; docs/benchmarks.md), and a child's memory is returned whole when it exits. Small models (the 135M's
+# 0.13 GB) are built in-process, where the interpreter's start would cost more than the build.
+CHILD_BUILD_BYTES = 256 * 2**20
 
 
 def load_quantized(model: nn.Module, source: WeightSource, cache_dir: str | Path | None = None,
@@ -77,7 +83,10 @@ def load_quantized(model: nn.Module, source: WeightSource, cache_dir: str | Path
                 print(f"judge_engine: quantizing the {len(sites)} linear maps of {Path(source.folder).name} to int8 "
                       "(once)...", file=sys.stderr, flush=True)
                 started = time.perf_counter()
-                _build_cache(path, source, sites, feeds, model)
+                if _int8_bytes(sites, model) > CHILD_BUILD_BYTES and sys.executable:
+                    _build_in_child(path, source, cache_dir)
+                else:
+                    _build_cache(path, source, sites, feeds, model)
                 cached, origin = _read_cache(path, sites, model), "built"
                 print(f"judge_engine: quantized in {time.perf_counter() - started:.1f}s -> {path}", file=sys.stderr,
                       flush=True)
@@ -121,6 +130,43 @@ def _build_cache(path: Path, source: WeightSource, sites: list[LinearSite], feed
                 # concatenated, are the fused weight's quantization
                 ordered = [parts[index] for index in range(len(parts))]
                 writer.write(feed.site.name, torch.cat([q for q, _ in ordered]), torch.cat([s for _, s in ordered]))
+
+
+def _int8_bytes(sites: list[LinearSite], model: nn.Module) -> int:
+    return sum(rows * depth for rows, depth in (site.shape(model) for site in sites))
+
+
+def _build_in_child(path: Path, source: WeightSource, cache_dir: str | Path | None) -> None:
+    """_build_cache in a new interpreter (``python -m judge_engine.loading.quantization``), which rebuilds the
+    source and the model's skeleton from the source's path and writes ``path``; this process holds the cache lock
+    meanwhile. Its error, if any, is raised here with the child's last lines."""
+    command = [sys.executable, "-m", "judge_engine.loading.quantization", str(source.origin),
+               str(engine_cache_dir(cache_dir)), str(path), str(torch.get_num_threads())]
+    done = subprocess.run(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                          text=True, errors="replace")
+    if done.returncode != 0:
+        tail = "\n".join(done.stderr.strip().splitlines()[-8:])
+        raise RuntimeError(f"int8: quantizing {source.origin} in a child process failed (exit {done.returncode}):\n"
+                           f"{tail}")
+    if done.stderr:
+        sys.stderr.write(done.stderr)
+
+
+def build_in_this_process(origin: Path, cache_dir: Path, path: Path) -> None:
+    """The child's side of _build_in_child: the source at ``origin`` (a .gguf or an HF folder) quantized into
+    ``path``, which must be the cache path this source and model have (the parent's, under the same recipe)."""
+    from judge_engine.loading.loader import model_skeleton
+    from judge_engine.loading.weight_source import weight_source
+
+    source = weight_source(origin, cache_dir, float_weights=False)
+    model, _ = model_skeleton(source.folder)
+    keep_merged_parts_apart(model)
+    sites = linear_sites(model)
+    expected = quantized_cache_path(source, cache_dir, model)
+    if expected != path:
+        raise ValueError(f"int8: asked to build {path}, but {origin} under recipe {RECIPE} caches to {expected}")
+    with torch.no_grad():
+        _build_cache(path, source, sites, site_feeds(model, sites), model)
 
 
 def _weight_group(site: LinearSite) -> int | None:
@@ -202,3 +248,8 @@ def _read_cache(path: Path, sites: list[LinearSite], model: nn.Module) -> dict |
     except (OSError, RuntimeError, ValueError, SafetensorError) as exc:  # a damaged file is rebuilt
         log.warning("int8: ignoring unreadable cache %s: %s", path, exc)
         return None
+
+
+if __name__ == "__main__":   # the child of _build_in_child: ORIGIN CACHE_DIR PATH THREADS
+    torch.set_num_threads(int(sys.argv[4]))
+    build_in_this_process(Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3]))

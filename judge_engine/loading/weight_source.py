@@ -64,6 +64,11 @@ class SafetensorsSource:
     def __init__(self, folder: Path):
         self.folder = Path(folder)
 
+    @property
+    def origin(self) -> Path:
+        """The path weight_source() reads this source from again (another process rebuilds it from there)."""
+        return self.folder
+
     def tensors(self) -> Iterator[SourceTensor]:
         from safetensors import safe_open
 
@@ -96,6 +101,11 @@ class GGUFSource:
 
     def __init__(self, gguf_path: Path, folder: Path, sha256: str):
         self.gguf_path, self.folder, self.sha256 = Path(gguf_path), Path(folder), sha256
+
+    @property
+    def origin(self) -> Path:
+        """The path weight_source() reads this source from again (another process rebuilds it from there)."""
+        return self.gguf_path
 
     @functools.cached_property
     def _planned(self) -> dict:

@@ -77,3 +77,44 @@ def test_a_failed_build_leaves_no_cache_file(tmp_path, monkeypatch):
     monkeypatch.setattr(quantization, "quantize_weight", original)
     model, _ = load_model(gguf_path, torch.float32, "cpu", quantization="int8", cache_dir=tmp_path / "c")
     assert model.quantized_from == "built"
+
+
+@pytest.mark.parametrize("source", ["gguf", "folder"])
+def test_a_big_model_is_quantized_in_a_child_process_into_the_same_file(tmp_path, monkeypatch, source):
+    """Above CHILD_BUILD_BYTES the cache is built by a child interpreter (whose memory is returned when it exits):
+    byte for byte the file this process builds, and the model the same bits. This process's own builder is broken
+    meanwhile, so the file can only have come from the child."""
+    gguf_path = tiny_gguf(tmp_path, "qwen2", "Q8_0")
+    path = gguf_path if source == "gguf" else tmp_path / "hf"
+    in_process, _ = load_model(path, torch.float32, "cpu", quantization="int8", cache_dir=tmp_path / "here")
+    assert in_process.quantized_from == "built"
+
+    def broken(*args, **kwargs):
+        raise AssertionError("built in the parent process")
+
+    monkeypatch.setattr(quantization, "CHILD_BUILD_BYTES", 0)
+    monkeypatch.setattr(quantization, "_build_cache", broken)
+    model, spec = load_model(path, torch.float32, "cpu", quantization="int8", cache_dir=tmp_path / "child")
+    assert model.quantized_from == "built"
+    [ours] = (tmp_path / "here" / "quantized").glob("*.safetensors")
+    [theirs] = (tmp_path / "child" / "quantized").glob("*.safetensors")
+    assert theirs.name == ours.name and theirs.read_bytes() == ours.read_bytes()
+    assert torch.equal(run_chunks(model, spec, PROMPT, [[4, 5]])[0], run_chunks(in_process, spec, PROMPT, [[4, 5]])[0])
+    again, _ = load_model(path, torch.float32, "cpu", quantization="int8", cache_dir=tmp_path / "child")
+    assert again.quantized_from == "cache"
+
+
+def test_a_failed_child_build_raises_its_error_and_leaves_no_cache_file(tmp_path, monkeypatch):
+    gguf_path = tiny_gguf(tmp_path, "llama", "Q8_0")
+    failing = tmp_path / "failing-python"
+    failing.write_text("#!/bin/sh\necho 'Traceback (most recent call last):' >&2\n"
+                       "echo 'MemoryError: out of memory while quantizing' >&2\nexit 3\n")
+    failing.chmod(0o755)
+    monkeypatch.setattr(quantization, "CHILD_BUILD_BYTES", 0)
+    monkeypatch.setattr(quantization.sys, "executable", str(failing))
+    with pytest.raises(RuntimeError, match=r"(?s)in a child process failed \(exit 3\).*MemoryError: out of memory"):
+        load_model(gguf_path, torch.float32, "cpu", quantization="int8", cache_dir=tmp_path / "c")
+    assert [p.name for p in (tmp_path / "c" / "quantized").iterdir()] == [".lock"]
+    monkeypatch.undo()
+    model, _ = load_model(gguf_path, torch.float32, "cpu", quantization="int8", cache_dir=tmp_path / "c")
+    assert model.quantized_from == "built"
