@@ -275,12 +275,12 @@ def write_safetensors(path: Path, planned: list[PlannedTensor]) -> None:
 def _start_tokenizer_conversion(gguf_path: Path, folder: Path):
     import subprocess
 
+    from judge_engine.loading.child_env import child_env
+
     code = ("import sys; from pathlib import Path; from judge_engine.loading.gguf import _save_tokenizer; "
             "_save_tokenizer(Path(sys.argv[1]), Path(sys.argv[2]))")
-    package_root = str(Path(__file__).resolve().parents[2])   # this judge_engine, however the parent found it
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))}
     return subprocess.Popen([sys.executable, "-c", code, str(gguf_path), str(folder)], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True, env=env)
+                            stderr=subprocess.PIPE, text=True, env=child_env())
 
 
 def _finish_tokenizer_conversion(process, gguf_path: Path) -> None:

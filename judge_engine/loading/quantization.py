@@ -42,6 +42,7 @@ from torch import nn
 
 from judge_engine.layers.int8_linear import GROUP, DequantizedInt8Weight, Int8Weight, quantize_weight, scale_columns
 from judge_engine.loading.cache import cache_lock, engine_cache_dir, staged_file
+from judge_engine.loading.child_env import child_env
 from judge_engine.loading.linear_sites import (EMBEDDINGS, LinearSite, SiteFeed, keep_merged_parts_apart, linear_sites,
                                                site_feeds, tensors_besides)
 from judge_engine.loading.weight_source import WeightSource
@@ -137,13 +138,17 @@ def _int8_bytes(sites: list[LinearSite], model: nn.Module) -> int:
 
 
 def _build_in_child(path: Path, source: WeightSource, cache_dir: str | Path | None) -> None:
-    """_build_cache in a new interpreter (``python -m judge_engine.loading.quantization``), which rebuilds the
-    source and the model's skeleton from the source's path and writes ``path``; this process holds the cache lock
+    """_build_cache in a new interpreter (build_in_this_process), which rebuilds the source and the model's skeleton
+    from the source's path and writes ``path``, with this process's torch threads; this process holds the cache lock
     meanwhile. Its error, if any, is raised here with the child's last lines."""
-    command = [sys.executable, "-m", "judge_engine.loading.quantization", str(source.origin),
-               str(engine_cache_dir(cache_dir)), str(path), str(torch.get_num_threads())]
+    code = ("import sys, torch; from pathlib import Path; "
+            "from judge_engine.loading.quantization import build_in_this_process; "
+            "torch.set_num_threads(int(sys.argv[4])); "
+            "build_in_this_process(Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3]))")
+    command = [sys.executable, "-c", code, str(source.origin), str(engine_cache_dir(cache_dir)), str(path),
+               str(torch.get_num_threads())]
     done = subprocess.run(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                          text=True, errors="replace")
+                          text=True, errors="replace", env=child_env())
     if done.returncode != 0:
         tail = "\n".join(done.stderr.strip().splitlines()[-8:])
         raise RuntimeError(f"int8: quantizing {source.origin} in a child process failed (exit {done.returncode}):\n"
@@ -248,8 +253,3 @@ def _read_cache(path: Path, sites: list[LinearSite], model: nn.Module) -> dict |
     except (OSError, RuntimeError, ValueError, SafetensorError) as exc:  # a damaged file is rebuilt
         log.warning("int8: ignoring unreadable cache %s: %s", path, exc)
         return None
-
-
-if __name__ == "__main__":   # the child of _build_in_child: ORIGIN CACHE_DIR PATH THREADS
-    torch.set_num_threads(int(sys.argv[4]))
-    build_in_this_process(Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3]))
