@@ -160,7 +160,7 @@ def _build_in_child(path: Path, source: WeightSource, cache_dir: str | Path | No
 def build_in_this_process(origin: Path, cache_dir: Path, path: Path) -> None:
     """The child's side of _build_in_child: the source at ``origin`` (a .gguf or an HF folder) quantized into
     ``path``, which must be the cache path this source and model have (the parent's, under the same recipe)."""
-    from judge_engine.loading.loader import model_skeleton
+    from judge_engine.loading.skeleton import model_skeleton
     from judge_engine.loading.weight_source import weight_source
 
     source = weight_source(origin, cache_dir, float_weights=False)
