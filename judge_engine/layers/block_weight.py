@@ -36,12 +36,15 @@ _scratch = threading.local()
 
 def scratch(name: str, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
     """A buffer of ``shape`` reused by this thread from one chunk to the next: a fresh allocation of a few MB per
-    chunk costs its page faults every time (measured: about half of the rebuilding's cost)."""
+    chunk costs its page faults every time (measured: about half of the rebuilding's cost). One per inference mode:
+    a buffer made under inference_mode is an inference tensor, which may not be written outside it."""
     size = math.prod(shape)
-    buffer = getattr(_scratch, name, None)
+    buffers = _scratch.__dict__.setdefault("buffers", {})
+    key = (name, torch.is_inference_mode_enabled())
+    buffer = buffers.get(key)
     if buffer is None or buffer.numel() < size or buffer.dtype != dtype:
         buffer = torch.empty(size, dtype=dtype)
-        setattr(_scratch, name, buffer)
+        buffers[key] = buffer
     return buffer[:size].view(shape)
 
 

@@ -97,6 +97,19 @@ def test_a_block_weight_multiplies_as_its_float_weight_chunk_by_chunk(tmp_path, 
     assert torch.equal(weight.rows(150, 260), dense[150:260])   # a range across the two parts
 
 
+@pytest.mark.parametrize("route", ["kernel", "torch"])
+def test_rows_rebuilt_under_inference_mode_and_then_outside_it_both_come_back(tmp_path, route, monkeypatch):
+    """The reused scratch buffer is one per inference mode: a buffer made under inference_mode (an engine step) is an
+    inference tensor, and writing the next chunk into it outside that mode (a model run by hand) would raise."""
+    use_route(monkeypatch, route)
+    q4, expected = blocks_file(tmp_path, "Q4_K", 40, 256)
+    weight = BlockWeight([read_block_rows(str(q4), 7, "Q4_K", 40, 256)])
+    with torch.inference_mode():
+        inside = weight.rows(0, 40, reuse=True).clone()
+    outside = weight.rows(0, 40, reuse=True)
+    assert np.array_equal(inside.numpy(), expected) and np.array_equal(outside.numpy(), expected)
+
+
 def tiny_gguf(tmp_path, family: str, quant: str, **overrides):
     hf = save_tiny_checkpoint(family, tmp_path / "hf", **overrides)
     path = tmp_path / f"tiny-{quant}.gguf"
