@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from judge_engine.layers.log_softmax import log_softmax
+
 if TYPE_CHECKING:
     from judge_engine.engine.sequence import Sequence
 
@@ -100,7 +102,7 @@ class BeamState:
 
 def proposals(logits_row: torch.Tensor, beam_width: int) -> list[tuple[int, float]]:
     """A beam's 2 * beam_width most likely next tokens and their log-probabilities, most likely first."""
-    logprobs = torch.log_softmax(logits_row.float(), dim=-1)
+    logprobs = log_softmax(logits_row.float())
     values, ids = torch.topk(logprobs, min(2 * beam_width, logprobs.numel()))
     return list(zip(ids.tolist(), values.tolist()))
 

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from judge_engine.engine.detokenizer import IncrementalDetokenizer
+from judge_engine.layers.log_softmax import log_softmax
 from judge_engine.outputs import CompletionOutput, RequestMetrics, RequestOutput
 from judge_engine.engine.sampler import SamplingError, top_logprobs
 from judge_engine.engine.scheduler import ScheduledSequence
@@ -88,12 +89,12 @@ class OutputProcessor:
         if prompt_positions:
             self._record_prompt_logprobs(seq, prompt_positions, rows[:len(prompt_positions)])
         if item.end == seq.num_tokens and seq.next_token_candidates:
-            last = torch.log_softmax(rows[-1], dim=-1)
+            last = log_softmax(rows[-1])
             seq.next_token_logprobs = {t: float(last[t]) for t in seq.next_token_candidates}
 
     @staticmethod
     def _record_prompt_logprobs(seq: Sequence, positions: list[int], rows: torch.Tensor) -> None:
-        logprobs = torch.log_softmax(rows, dim=-1)
+        logprobs = log_softmax(rows)
         targets = torch.tensor([seq.token_ids[p + 1] for p in positions])
         chosen = logprobs.gather(1, targets[:, None])[:, 0].tolist()
         top_n = seq.params.prompt_logprobs
@@ -108,7 +109,7 @@ class OutputProcessor:
         wanted = [i for i, s in enumerate(seqs) if s.tracks_logprob and not isinstance(tokens[i], SamplingError)]
         if not wanted:
             return {}
-        logprobs = torch.log_softmax(logits[wanted], dim=-1)
+        logprobs = log_softmax(logits[wanted])
         return {i: logprobs[row] for row, i in enumerate(wanted)}
 
     @staticmethod

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from exact_float import float32_rounded
 from tiny_models import random_blocks
 
 from judge_engine.layers import c_kernels, float_gemm, row_tiles
@@ -77,20 +78,6 @@ def test_a_block_weight_gives_the_bits_of_its_float_weight(tmp_path):
         x = torch.randn(45, weight.shape[1])
         assert torch.equal(row_tiles.linear(x, weight), row_tiles.linear(x, dense))
         assert torch.equal(weight(x), float_gemm.linear(x, [dense], [0, dense.shape[0]]))
-
-
-def float32_rounded(value: Fraction) -> Fraction:
-    """``value`` rounded to the nearest float32, ties to even (normal and subnormal numbers; no overflow here)."""
-    if value == 0:
-        return Fraction(0)
-    magnitude = abs(value)
-    exponent = magnitude.numerator.bit_length() - magnitude.denominator.bit_length()
-    while Fraction(2) ** exponent > magnitude:
-        exponent -= 1
-    while Fraction(2) ** (exponent + 1) <= magnitude:
-        exponent += 1
-    spacing = Fraction(2) ** max(exponent - 23, -149)
-    return (1 if value > 0 else -1) * round(magnitude / spacing) * spacing
 
 
 def defined_product(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:

@@ -45,6 +45,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from judge_engine.layers.attention import row_attention
 from judge_engine.layers.attention.metadata import AttentionMetadata
 from judge_engine.layers.elementwise import apply_blockwise
 
@@ -415,6 +416,8 @@ def _flash(q, k, v, scale: float, mask: torch.Tensor | None) -> tuple[torch.Tens
 
 def _attend(q, k, v, scale: float, mask: torch.Tensor | None,
             softcap: float | None) -> tuple[torch.Tensor, torch.Tensor]:
+    if row_attention.serves(q, k, v, mask):
+        return row_attention.attend(q, k, v, scale, mask, softcap)
     if softcap is None:
         return _flash(q, k, v, scale, mask)
     return _softcapped(q, k, v, scale, mask, softcap)

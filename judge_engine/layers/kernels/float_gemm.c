@@ -21,9 +21,8 @@
 #include <string.h>
 #include "block_codes.h"
 #include "column_threads.h"
+#include "fma_tile.h"
 
-#define MR 6        /* rows of a per tile: 6 x 2 accumulators, 2 weight vectors and a broadcast: 15 registers */
-#define NR 16       /* weight rows (outputs) per panel: two 8-lane vectors */
 #define KC 256      /* terms per panel: a multiple of every block format's run (32 or 64 values) */
 #define MC 192      /* rows of a per block: MC x KC x 4 bytes = 192 KiB */
 
@@ -34,28 +33,6 @@ typedef struct {
     const float *bias; float *c; int64_t ldc;
     int64_t first_col, end_col;
 } part_t;
-
-/* 8 x 8 floats: rows[i][0:8] (row i at rows + i * stride) into out[k * NR + i] */
-static inline void transpose8(const float *rows, int64_t stride, float *out) {
-    __m256 r[8], t[8];
-    for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_ps(rows + i * stride);
-    for (int i = 0; i < 8; i += 2) {
-        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
-        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
-    }
-    for (int i = 0; i < 8; i += 4)
-        for (int h = 0; h < 2; h++) {
-            r[i + h] = _mm256_shuffle_ps(t[i + h], t[i + h + 2], 0x44);
-            r[i + h + 2] = _mm256_shuffle_ps(t[i + h], t[i + h + 2], 0xEE);
-        }
-    /* r[0..3]: columns 0, 2, 1, 3 of rows 0-3 (in each 128-bit half: k and k + 4); r[4..7] the same for rows 4-7 */
-    static const int order[4] = {0, 2, 1, 3};
-    for (int q = 0; q < 4; q++) {
-        int k = order[q];
-        _mm256_storeu_ps(out + k * NR, _mm256_permute2f128_ps(r[q], r[q + 4], 0x20));
-        _mm256_storeu_ps(out + (k + 4) * NR, _mm256_permute2f128_ps(r[q], r[q + 4], 0x31));
-    }
-}
 
 /* weight rows [n, n + cols) x terms [k0, k0 + kc) into panel[k * NR + j] (rows past cols: zeros) */
 static void pack_panel(const part_t *p, int64_t n, int64_t cols, int64_t k0, int64_t kc, float *panel) {
@@ -83,40 +60,21 @@ static void pack_panel(const part_t *p, int64_t n, int64_t cols, int64_t k0, int
     }
     int64_t whole = kc & ~7L;
     for (int64_t k = 0; k < whole; k += 8)
-        for (int64_t j = 0; j < NR; j += 8) transpose8(source + j * stride + k, stride, panel + k * NR + j);
+        for (int64_t j = 0; j < NR; j += 8) transpose8(source + j * stride + k, stride, panel + k * NR + j, NR);
     for (int64_t k = whole; k < kc; k++)
         for (int64_t j = 0; j < NR; j++) panel[k * NR + j] = source[j * stride + k];
 }
 
-/* c[0:rows, 0:NR] = (first ? 0 : c) + the chain over kc terms; rows <= MR, a constant in each inlined copy */
-static inline __attribute__((always_inline)) void tile(const float *a, const float *panel, int64_t kc, float *c,
-                                                       int64_t ldc, int first, const int rows) {
-    __m256 acc[MR][2];
-    for (int i = 0; i < rows; i++) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
-    for (int64_t k = 0; k < kc; k++) {
-        __m256 w0 = _mm256_load_ps(panel + k * NR), w1 = _mm256_load_ps(panel + k * NR + 8);
-        for (int i = 0; i < rows; i++) {
-            __m256 x = _mm256_broadcast_ss(a + k * MR + i);
-            acc[i][0] = _mm256_fmadd_ps(x, w0, acc[i][0]);
-            acc[i][1] = _mm256_fmadd_ps(x, w1, acc[i][1]);
-        }
-    }
-    for (int i = 0; i < rows; i++)
-        for (int h = 0; h < 2; h++) {
-            float *out = c + i * ldc + 8 * h;
-            _mm256_storeu_ps(out, first ? acc[i][h] : _mm256_add_ps(_mm256_loadu_ps(out), acc[i][h]));
-        }
-}
-
+/* a tile of packed rows (a[k * MR + i]) times a panel (panel[k * NR + j]) */
 static void tile_rows(const float *a, const float *panel, int64_t kc, float *c, int64_t ldc, int first,
                       int64_t rows) {
-    switch (rows) {   /* a constant row count in each copy, so that the loops above unroll into registers */
-        case 6: tile(a, panel, kc, c, ldc, first, 6); break;
-        case 5: tile(a, panel, kc, c, ldc, first, 5); break;
-        case 4: tile(a, panel, kc, c, ldc, first, 4); break;
-        case 3: tile(a, panel, kc, c, ldc, first, 3); break;
-        case 2: tile(a, panel, kc, c, ldc, first, 2); break;
-        default: tile(a, panel, kc, c, ldc, first, 1); break;
+    switch (rows) {   /* a constant row count in each copy, so that the tile's loops unroll into registers */
+        case 6: fma_tile(a, 1, MR, panel, NR, kc, c, ldc, first, 6); break;
+        case 5: fma_tile(a, 1, MR, panel, NR, kc, c, ldc, first, 5); break;
+        case 4: fma_tile(a, 1, MR, panel, NR, kc, c, ldc, first, 4); break;
+        case 3: fma_tile(a, 1, MR, panel, NR, kc, c, ldc, first, 3); break;
+        case 2: fma_tile(a, 1, MR, panel, NR, kc, c, ldc, first, 2); break;
+        default: fma_tile(a, 1, MR, panel, NR, kc, c, ldc, first, 1); break;
     }
 }
 

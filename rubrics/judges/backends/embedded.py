@@ -161,7 +161,9 @@ class EmbeddedJudge(JudgeBackend):
                 # bfloat16, int8, a GPU or the torch route of float32 products gives other probabilities
                 "numerics": [self.llm.dtype, self.llm.device,
                              *([q] if (q := getattr(self.llm, "quantization", None)) else []),
-                             *(["float_gemm"] if getattr(self.llm, "float32_kernel", False) else [])]}
+                             *(["float_gemm"] if getattr(self.llm, "float32_kernel", False) else []),
+                             # torch's flash attention and log_softmax give other probabilities on each SIMD width
+                             *(["row_attention"] if getattr(self.llm, "softmax_kernels", False) else [])]}
 
     # -- two attempts side by side ---------------------------------------------------------------------------
     def compare(self, requests: Sequence[ComparisonRequest]) -> list[Verdict]:
