@@ -55,9 +55,12 @@ def compiler() -> list[str] | None:
 
 
 def load(source_name: str, entry_point: str, argtypes: list, needs: tuple[str, ...] = ("avx2",),
-         restype=None) -> Kernel:
+         restype=None, off_switch: tuple[str, str] | None = None) -> Kernel:
     """The function ``entry_point`` of ``kernels/<source_name>``, built here unless built before; ``needs``: the CPU
-    flags (as /proc/cpuinfo spells them) its instructions need; ``restype``: its return type (None: void)."""
+    flags (as /proc/cpuinfo spells them) its instructions need; ``restype``: its return type (None: void);
+    ``off_switch``: (variable, value): none where the environment sets the variable to that value (any case)."""
+    if off_switch is not None and os.environ.get(off_switch[0], "").strip().lower() == off_switch[1]:
+        return Kernel(None, f"{off_switch[0]}={off_switch[1]}")
     if platform.machine().lower() not in ("x86_64", "amd64"):
         return Kernel(None, f"not an x86-64 CPU ({platform.machine()})")
     missing = [flag for flag in needs if flag not in host_cpu().flags]

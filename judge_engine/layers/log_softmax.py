@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import os
 
 import torch
 
@@ -21,10 +20,9 @@ from judge_engine.layers.attention.row_attention import ROUTE_ENV
 @functools.lru_cache(maxsize=1)
 def kernel() -> c_kernels.Kernel:
     """The kernel of this process, built (once per machine) and loaded on the first call."""
-    if os.environ.get(ROUTE_ENV, "").strip().lower() == "flash":
-        return c_kernels.Kernel(None, f"{ROUTE_ENV}=flash")
     i64, pointer = ctypes.c_int64, ctypes.c_void_p
-    return c_kernels.load("log_softmax.c", "log_softmax", [pointer, i64, i64, i64, pointer], needs=("avx2", "fma"))
+    return c_kernels.load("log_softmax.c", "log_softmax", [pointer, i64, i64, i64, pointer], needs=("avx2", "fma"),
+                          off_switch=(ROUTE_ENV, "flash"))
 
 
 def log_softmax(x: torch.Tensor) -> torch.Tensor:

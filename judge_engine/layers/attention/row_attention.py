@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import os
 
 import torch
 
@@ -26,13 +25,11 @@ HEAD_DIM_QUANTUM = 16
 @functools.lru_cache(maxsize=1)
 def kernel() -> c_kernels.Kernel:
     """The kernel of this process, built (once per machine) and loaded on the first call."""
-    if os.environ.get(ROUTE_ENV, "").strip().lower() == "flash":
-        return c_kernels.Kernel(None, f"{ROUTE_ENV}=flash")
     i64, pointer = ctypes.c_int64, ctypes.c_void_p
     return c_kernels.load("row_attention.c", "row_attention",
                           [pointer, pointer, pointer, pointer, pointer, pointer, pointer, pointer, i64, i64, i64, i64,
                            i64, ctypes.c_float, ctypes.c_float, pointer, pointer, ctypes.c_int],
-                          needs=("avx2", "fma"), restype=ctypes.c_int)
+                          needs=("avx2", "fma"), restype=ctypes.c_int, off_switch=(ROUTE_ENV, "flash"))
 
 
 def serves(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None) -> bool:

@@ -68,14 +68,7 @@ static void pack_panel(const part_t *p, int64_t n, int64_t cols, int64_t k0, int
 /* a tile of packed rows (a[k * MR + i]) times a panel (panel[k * NR + j]) */
 static void tile_rows(const float *a, const float *panel, int64_t kc, float *c, int64_t ldc, int first,
                       int64_t rows) {
-    switch (rows) {   /* a constant row count in each copy, so that the tile's loops unroll into registers */
-        case 6: fma_tile(a, 1, MR, panel, NR, kc, c, ldc, first, 6); break;
-        case 5: fma_tile(a, 1, MR, panel, NR, kc, c, ldc, first, 5); break;
-        case 4: fma_tile(a, 1, MR, panel, NR, kc, c, ldc, first, 4); break;
-        case 3: fma_tile(a, 1, MR, panel, NR, kc, c, ldc, first, 3); break;
-        case 2: fma_tile(a, 1, MR, panel, NR, kc, c, ldc, first, 2); break;
-        default: fma_tile(a, 1, MR, panel, NR, kc, c, ldc, first, 1); break;
-    }
+    fma_tile_rows(a, 1, MR, panel, NR, kc, c, ldc, first, rows);
 }
 
 /* rows [m0, m0 + mc) x terms [k0, k0 + kc) of a into packed[t * kc * MR + k * MR + i] for row m0 + t * MR + i */

@@ -60,4 +60,19 @@ static inline __attribute__((always_inline)) void fma_tile(const float *a, int64
         }
 }
 
+/* fma_tile for `rows` rows (1 to MR), each row count its own inlined copy; always inlined itself, so that the
+ * strides a caller passes as constants stay constants in the copies */
+static inline __attribute__((always_inline)) void fma_tile_rows(const float *a, int64_t a_row, int64_t a_term,
+                                                                const float *w, int64_t w_term, int64_t terms,
+                                                                float *c, int64_t ldc, int first, int64_t rows) {
+    switch (rows) {
+        case 6: fma_tile(a, a_row, a_term, w, w_term, terms, c, ldc, first, 6); break;
+        case 5: fma_tile(a, a_row, a_term, w, w_term, terms, c, ldc, first, 5); break;
+        case 4: fma_tile(a, a_row, a_term, w, w_term, terms, c, ldc, first, 4); break;
+        case 3: fma_tile(a, a_row, a_term, w, w_term, terms, c, ldc, first, 3); break;
+        case 2: fma_tile(a, a_row, a_term, w, w_term, terms, c, ldc, first, 2); break;
+        default: fma_tile(a, a_row, a_term, w, w_term, terms, c, ldc, first, 1); break;
+    }
+}
+
 #endif

@@ -37,30 +37,6 @@ typedef struct {
 
 static inline int64_t tiles_per_slice(const call_t *c) { return (c->rows + TILE_ROWS - 1) / TILE_ROWS; }
 
-static void scores_tile(const float *q, int64_t q_row, const float *panel, int64_t dim, float *s, int64_t lds,
-                        int64_t rows) {
-    switch (rows) {
-        case 6: fma_tile(q, q_row, 1, panel, NR, dim, s, lds, 1, 6); break;
-        case 5: fma_tile(q, q_row, 1, panel, NR, dim, s, lds, 1, 5); break;
-        case 4: fma_tile(q, q_row, 1, panel, NR, dim, s, lds, 1, 4); break;
-        case 3: fma_tile(q, q_row, 1, panel, NR, dim, s, lds, 1, 3); break;
-        case 2: fma_tile(q, q_row, 1, panel, NR, dim, s, lds, 1, 2); break;
-        default: fma_tile(q, q_row, 1, panel, NR, dim, s, lds, 1, 1); break;
-    }
-}
-
-static void values_tile(const float *p, int64_t ldp, const float *v, int64_t v_key, int64_t terms, float *out,
-                        int64_t ldo, int64_t rows) {
-    switch (rows) {
-        case 6: fma_tile(p, ldp, 1, v, v_key, terms, out, ldo, 1, 6); break;
-        case 5: fma_tile(p, ldp, 1, v, v_key, terms, out, ldo, 1, 5); break;
-        case 4: fma_tile(p, ldp, 1, v, v_key, terms, out, ldo, 1, 4); break;
-        case 3: fma_tile(p, ldp, 1, v, v_key, terms, out, ldo, 1, 3); break;
-        case 2: fma_tile(p, ldp, 1, v, v_key, terms, out, ldo, 1, 2); break;
-        default: fma_tile(p, ldp, 1, v, v_key, terms, out, ldo, 1, 1); break;
-    }
-}
-
 static inline __m256 capped(__m256 s, float softcap) {
     __m256 cap = _mm256_set1_ps(softcap), y = _mm256_div_ps(s, cap);
     __m256 sign = _mm256_and_ps(y, _mm256_set1_ps(-0.0f)), magnitude = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), y);
@@ -132,8 +108,8 @@ static void attend_item(const call_t *c, int64_t item, float *s, int64_t padded,
         for (int64_t d = 0; d < dim; d += 8)
             for (int64_t j = 0; j < NR; j += 8) transpose8(block + j * dim + d, dim, panel + d * NR + j, NR);
         for (int64_t i = 0; i < rows; i += MR)
-            scores_tile(q + i * c->qs[2], c->qs[2], panel, dim, s + i * padded + j0, padded,
-                        rows - i < MR ? rows - i : MR);
+            fma_tile_rows(q + i * c->qs[2], c->qs[2], 1, panel, NR, dim, s + i * padded + j0, padded, 1,
+                          rows - i < MR ? rows - i : MR);
     }
     float top[TILE_ROWS], total[TILE_ROWS];
     int64_t terms[TILE_ROWS];
@@ -147,7 +123,7 @@ static void attend_item(const call_t *c, int64_t item, float *s, int64_t padded,
         int64_t n = rows - i < MR ? rows - i : MR, longest = 0;
         for (int64_t t = 0; t < n; t++) longest = terms[i + t] > longest ? terms[i + t] : longest;
         for (int64_t d = 0; d < dim; d += NR)
-            values_tile(s + i * padded, padded, v + d, c->vs[2], longest, acc + d, dim, n);
+            fma_tile_rows(s + i * padded, padded, 1, v + d, c->vs[2], longest, acc + d, dim, 1, n);
         for (int64_t t = 0; t < n; t++) {
             float *row = out + (i + t) * dim;
             if (total[i + t] == 0.0f) {
