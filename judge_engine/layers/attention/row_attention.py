@@ -32,14 +32,18 @@ def kernel() -> c_kernels.Kernel:
                           needs=("avx2", "fma"), restype=ctypes.c_int, off_switch=(ROUTE_ENV, "flash"))
 
 
+def serves_calls(dtype: torch.dtype, head_dim: int) -> bool:
+    """Whether the kernel computes the CPU path's attention calls in ``dtype`` with heads of ``head_dim``."""
+    return (dtype == torch.float32 and head_dim % HEAD_DIM_QUANTUM == 0 and head_dim <= MAX_HEAD_DIM
+            and kernel().function is not None)
+
+
 def serves(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None) -> bool:
     """Whether the kernel computes attention of ``q [B, H, L, D]`` over ``k, v [B, H, N, D]`` (and ``mask``)."""
     tensors = [q, k, v] + ([] if mask is None else [mask])
-    head_dim = q.shape[-1]
-    return (all(t.device.type == "cpu" and t.dtype == torch.float32 and t.dim() == 4 and t.stride(-1) == 1
+    return (all(t.device.type == "cpu" and t.dtype == q.dtype and t.dim() == 4 and t.stride(-1) == 1
                 for t in tensors)
-            and head_dim % HEAD_DIM_QUANTUM == 0 and head_dim <= MAX_HEAD_DIM and k.shape[2] > 0
-            and kernel().function is not None)
+            and k.shape[2] > 0 and serves_calls(q.dtype, q.shape[-1]))
 
 
 def _strides(t: torch.Tensor, shape: tuple[int, ...]) -> ctypes.Array:
@@ -51,7 +55,10 @@ def _strides(t: torch.Tensor, shape: tuple[int, ...]) -> ctypes.Array:
 def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, mask: torch.Tensor | None = None,
            softcap: float | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Outputs ``[B, H, L, D]`` and log-sum-exps ``[B, H, L]`` (float32) of scaled, optionally soft-capped and
-    masked (additive ``mask`` broadcast to ``[B, H, L, N]``) attention; callers check ``serves`` first."""
+    masked (additive ``mask`` broadcast to ``[B, H, L, N]``) attention."""
+    if not serves(q, k, v, mask):
+        raise ValueError(f"row_attention: the kernel does not take this call (q {tuple(q.shape)} {q.dtype}, "
+                         f"k {tuple(k.shape)}; {kernel().reason})")
     batch, heads, rows, head_dim = q.shape
     keys = k.shape[2]
     out = torch.empty(batch, heads, rows, head_dim, dtype=torch.float32)

@@ -110,10 +110,38 @@ def paged_attention(
     out[plan.padding_start:].zero_()
     lse = torch.empty(num_tokens * num_q_heads, dtype=torch.float32)
     for piece_class in plan.own_segments:
-        _attend_own_segments(rows, k_cache, v_cache, piece_class, heads, scale, softcap, out, lse)
+        _attend_own_segments(rows, k_cache, v_cache, piece_class, heads, scale, softcap, plan.tiling, out, lse)
     for group in plan.before_groups:
-        _attend_before(rows, k_cache, v_cache, group, heads, scale, softcap, out, lse)
+        _attend_before(rows, k_cache, v_cache, group, heads, scale, softcap, plan.tiling, out, lse)
     return out.view(q.shape)
+
+
+@dataclass(frozen=True)
+class _Tiling:
+    """How a call's query rows are laid out: for torch's flash kernel, each slice padded to whole QUERY_TILE tiles, at
+    most CALL_ROWS rows (the rule above); for the engine's kernel (row_attention.py), which computes each row by
+    itself, no padding and slices of any size (``call_rows`` None)."""
+
+    query_tile: int
+    call_rows: int | None
+
+    def tiled(self, rows: int) -> int:
+        return -(-rows // self.query_tile) * self.query_tile
+
+    def in_calls(self, rows: int) -> int:
+        """Rows padded so that they split into slices of one size: whole query tiles up to ``call_rows``, else whole
+        ``call_rows`` slices (a group's slices then share one call, as its batch)."""
+        if self.call_rows is None or rows <= self.call_rows:
+            return self.tiled(rows)
+        return -(-rows // self.call_rows) * self.call_rows
+
+    def slice_rows(self, rows: int) -> int:
+        """The rows of each slice of a group whose ``rows`` are already padded by ``in_calls``."""
+        return rows if self.call_rows is None else min(rows, self.call_rows)
+
+
+FLASH_TILING = _Tiling(QUERY_TILE, CALL_ROWS)
+ROW_TILING = _Tiling(1, None)
 
 
 @dataclass(frozen=True)
@@ -171,6 +199,7 @@ class _StepPlan:
     own_segments: list[_PieceClass]
     before_groups: list[_BeforeGroup]
     padding_start: int  # head rows from here on belong to padding tokens
+    tiling: _Tiling
 
 
 def _step_plan(meta: AttentionMetadata, block_size: int, heads: _Heads, dtype: torch.dtype,
@@ -194,6 +223,7 @@ def _build_plan(meta: AttentionMetadata, block_size: int, heads: _Heads, dtype: 
     the own-segment calls, and group them by the blocks they read before their segment."""
     segment = block_size * -(-SEGMENT // block_size)
     blocks_per_segment = segment // block_size
+    tiling = ROW_TILING if row_attention.serves_calls(dtype, heads.head_dim) else FLASH_TILING
     starts = meta.cu_seqlens_q.tolist()
     tables = meta.block_tables.numpy().astype(np.int64)
     width = tables.shape[1]
@@ -221,11 +251,13 @@ def _build_plan(meta: AttentionMetadata, block_size: int, heads: _Heads, dtype: 
                 entry[1].append((token + run_position - position, run_count, run_position))
             position += count
     return _StepPlan(
-        own_segments=[_piece_class(padded, items, segment, heads, dtype, window)
+        own_segments=[_piece_class(padded, items, segment, heads, dtype, tiling, window)
                       for padded, items in sorted(pieces.items())],
-        before_groups=[_before_group(lo, seg_start - lo, prefix, runs, heads, dtype, window if masked else None)
+        before_groups=[_before_group(lo, seg_start - lo, prefix, runs, heads, dtype, tiling,
+                                     window if masked else None)
                        for (lo, seg_start, masked, _), (prefix, runs) in before.items()],
         padding_start=starts[-1] * heads.num_q_heads,
+        tiling=tiling,
     )
 
 
@@ -264,37 +296,28 @@ def _padded_with_first(call_rows: torch.Tensor, total: int) -> torch.Tensor:
     return torch.cat([call_rows, call_rows[..., :1].expand(*call_rows.shape[:-1], extra)], dim=-1)
 
 
-def _tiled(rows: int) -> int:
-    return -(-rows // QUERY_TILE) * QUERY_TILE
-
-
-def _in_calls(rows: int) -> int:
-    """Rows padded so that they split into slices of one size: whole query tiles up to CALL_ROWS, else whole
-    CALL_ROWS slices (a group's slices then share one call, as its batch)."""
-    return _tiled(rows) if rows <= CALL_ROWS else -(-rows // CALL_ROWS) * CALL_ROWS
-
-
 def _before_group(lo: int, keys: int, prefix: np.ndarray, runs: list[tuple[int, int, int]], heads: _Heads,
-                  dtype: torch.dtype, window: int | None) -> _BeforeGroup:
+                  dtype: torch.dtype, tiling: _Tiling, window: int | None) -> _BeforeGroup:
     """``runs``: (first token, count, first position) of each run of queries; ``window`` only when masked."""
     tokens = torch.tensor([t for first, n, _ in runs for t in range(first, first + n)], dtype=torch.int64)
     first = int(prefix[0])
     consecutive = bool((prefix == np.arange(first, first + prefix.shape[0])).all())
     call_rows = heads.call_rows(tokens).reshape(heads.num_kv_heads, -1)
     real_rows = call_rows.shape[1]
+    padded_rows = tiling.in_calls(real_rows)
     mask = None
     if window is not None:
         # a KV head's call rows are (query head in group, token), token fastest
         positions = torch.tensor([p for _, n, start in runs for p in range(start, start + n)]).repeat(heads.group)
-        positions = _padded_with_first(positions, _in_calls(real_rows)).view(-1, min(_in_calls(real_rows), CALL_ROWS))
+        positions = _padded_with_first(positions, padded_rows).view(-1, tiling.slice_rows(padded_rows))
         blocked = (lo + torch.arange(keys))[None, None, :] <= (positions - window)[:, :, None]
         mask = torch.zeros(blocked.shape, dtype=dtype).masked_fill_(blocked, float("-inf")).unsqueeze(1)
     return _BeforeGroup(keys, torch.from_numpy(prefix.copy()), first if consecutive else None,
-                        _padded_with_first(call_rows, _in_calls(real_rows)).reshape(-1), real_rows,
+                        _padded_with_first(call_rows, padded_rows).reshape(-1), real_rows,
                         call_rows.reshape(-1), mask)
 
 
-def _piece_class(positions: int, items, segment: int, heads: _Heads, dtype: torch.dtype,
+def _piece_class(positions: int, items, segment: int, heads: _Heads, dtype: torch.dtype, tiling: _Tiling,
                  window: int | None = None) -> _PieceClass:
     num_pieces = len(items)
     first_tokens, counts, first_positions, seg_starts = (
@@ -311,7 +334,7 @@ def _piece_class(positions: int, items, segment: int, heads: _Heads, dtype: torc
     mask = torch.zeros(blocked.shape, dtype=dtype).masked_fill_(blocked, float("-inf"))
     group = heads.group
     slice_rows = group * positions
-    extra = _tiled(slice_rows) - slice_rows  # padding rows: the slice's first query again, with nothing masked
+    extra = tiling.tiled(slice_rows) - slice_rows  # padding rows: the slice's first query again, with nothing masked
     mask = mask[:, None].expand(num_pieces, group, positions, segment).reshape(num_pieces, 1, slice_rows, segment)
     mask = F.pad(mask, (0, 0, 0, extra))
     call_rows = heads.call_rows(tokens).reshape(num_pieces, heads.num_kv_heads, slice_rows)
@@ -331,7 +354,7 @@ def _piece_class(positions: int, items, segment: int, heads: _Heads, dtype: torc
 
 
 def _attend_own_segments(rows, k_cache, v_cache, pieces: _PieceClass, heads: _Heads, scale: float,
-                         softcap: float | None, out: torch.Tensor, lse: torch.Tensor) -> None:
+                         softcap: float | None, tiling: _Tiling, out: torch.Tensor, lse: torch.Tensor) -> None:
     """Masked attention of each piece's queries over its own segment; writes ``out`` and ``lse``."""
     num_pieces = pieces.mask.shape[0]
     kv_heads, head_dim = heads.num_kv_heads, heads.head_dim
@@ -341,10 +364,11 @@ def _attend_own_segments(rows, k_cache, v_cache, pieces: _PieceClass, heads: _He
     keys, values = keys.permute(0, 2, 1, 3), values.permute(0, 2, 1, 3)
     result = torch.empty_like(queries)
     result_lse = torch.empty(queries.shape[:-1], dtype=torch.float32)
-    for start in range(0, queries.shape[2], CALL_ROWS):  # a piece's slices differ in keys: one call per CALL_ROWS
-        tiles = slice(start, start + CALL_ROWS)
+    step = tiling.slice_rows(queries.shape[2])
+    for start in range(0, queries.shape[2], step):  # a piece's slices differ in keys: one call per slice of rows
+        tiles = slice(start, start + step)
         result[:, :, tiles], result_lse[:, :, tiles] = _attend(queries[:, :, tiles], keys, values, scale,
-                                                               pieces.mask[:, :, tiles], softcap)
+                                                               pieces.mask[:, :, tiles], softcap, tiling)
     result, result_lse = result.view(-1, head_dim), result_lse.view(-1)
     if pieces.real is not None:
         result, result_lse = result.index_select(0, pieces.real), result_lse.index_select(0, pieces.real)
@@ -353,13 +377,13 @@ def _attend_own_segments(rows, k_cache, v_cache, pieces: _PieceClass, heads: _He
 
 
 def _attend_before(rows, k_cache, v_cache, before: _BeforeGroup, heads: _Heads, scale: float,
-                   softcap: float | None, out: torch.Tensor, lse: torch.Tensor) -> None:
+                   softcap: float | None, tiling: _Tiling, out: torch.Tensor, lse: torch.Tensor) -> None:
     """Attention of the group's queries over the keys before their segment (unmasked unless a sliding window
     starts inside them), merged into what ``out`` and ``lse`` hold for them (their own segment)."""
     kv_heads, head_dim = heads.num_kv_heads, heads.head_dim
     # the slices of every KV head's rows become the call's batch, all reading the same keys (a stride-0 view)
     num_rows = before.query_rows.shape[0] // kv_heads
-    slice_rows = min(num_rows, CALL_ROWS)
+    slice_rows = tiling.slice_rows(num_rows)
     queries = rows.index_select(0, before.query_rows).view(kv_heads, -1, slice_rows, head_dim).transpose(0, 1)
     num_tiles = queries.shape[0]
     if before.first_block is not None:
@@ -370,7 +394,7 @@ def _attend_before(rows, k_cache, v_cache, before: _BeforeGroup, heads: _Heads, 
         values = _gather_blocks(v_cache, before.blocks, "v")
     keys = keys.view(1, before.keys, kv_heads, head_dim).permute(0, 2, 1, 3).expand(num_tiles, -1, -1, -1)
     values = values.view(1, before.keys, kv_heads, head_dim).permute(0, 2, 1, 3).expand(num_tiles, -1, -1, -1)
-    result, result_lse = _attend(queries, keys, values, scale, before.mask, softcap)
+    result, result_lse = _attend(queries, keys, values, scale, before.mask, softcap, tiling)
     # back to call order [Hkv, R], then the real rows of each KV head
     result = result.transpose(0, 1).reshape(kv_heads, -1, head_dim)[:, :before.real_rows].reshape(-1, head_dim)
     result_lse = result_lse.transpose(0, 1).reshape(kv_heads, -1)[:, :before.real_rows].reshape(-1)
@@ -416,9 +440,9 @@ def _flash(q, k, v, scale: float, mask: torch.Tensor | None) -> tuple[torch.Tens
     return out, lse
 
 
-def _attend(q, k, v, scale: float, mask: torch.Tensor | None,
-            softcap: float | None) -> tuple[torch.Tensor, torch.Tensor]:
-    if row_attention.serves(q, k, v, mask):
+def _attend(q, k, v, scale: float, mask: torch.Tensor | None, softcap: float | None,
+            tiling: _Tiling = FLASH_TILING) -> tuple[torch.Tensor, torch.Tensor]:
+    if tiling is ROW_TILING:   # the plan chose the engine's kernel: its rows are not padded for torch's
         return row_attention.attend(q, k, v, scale, mask, softcap)
     if softcap is None:
         return _flash(q, k, v, scale, mask)
