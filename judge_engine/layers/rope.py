@@ -3,11 +3,14 @@ scaling."""
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import math
 from typing import Any
 
 import torch
 
+from judge_engine.layers import c_kernels
 from judge_engine.layers.elementwise import apply_blockwise
 
 
@@ -67,11 +70,40 @@ def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch
 
     ``x * cos + rotate_half(x) * sin`` as transformers writes it, without building rotate_half(x): the
     first half gets ``x1 * cos - x2 * sin`` and the second ``x2 * cos + x1 * sin``, which are the same
-    IEEE results (negation is exact) with fewer passes through memory.
+    IEEE results (negation is exact) with fewer passes through memory. In float32 on a CPU with AVX2, the engine's
+    kernel (``kernels/rotary.c``) computes the same operations in one pass: the same bits.
     """
+    by_kernel = _rotary_by_kernel(x, cos, sin)
+    return by_kernel if by_kernel is not None else rotary_in_torch(x, cos, sin)
+
+
+def rotary_in_torch(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """apply_rotary in torch's operations (any dtype, device and layout)."""
     half = x.shape[-1] // 2
     first, second = x[..., :half], x[..., half:]
     out = x * cos
     out[..., :half].sub_(second * sin[..., :half])
     out[..., half:].add_(first * sin[..., half:])
+    return out
+
+
+@functools.lru_cache(maxsize=1)
+def rotary_kernel() -> c_kernels.Kernel:
+    """The rotary kernel of this process, built (once per machine) and loaded on the first call."""
+    i64, pointer = ctypes.c_int64, ctypes.c_void_p
+    return c_kernels.load("rotary.c", "rotary", [pointer, i64, i64, i64, i64, i64, pointer, i64, pointer, i64, pointer])
+
+
+def _rotary_by_kernel(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor | None:
+    """apply_rotary's result through the kernel: for float32 ``x [T, H, D]`` on the CPU with ``cos`` and ``sin``
+    ``[T, 1, D]``, each with its last dimension contiguous; None elsewhere."""
+    if not (x.device.type == "cpu" and x.dtype == cos.dtype == sin.dtype == torch.float32 and x.dim() == 3
+            and x.shape[-1] % 2 == 0 and cos.shape == sin.shape == (x.shape[0], 1, x.shape[2])
+            and x.stride(2) == cos.stride(2) == sin.stride(2) == 1 and rotary_kernel().function is not None):
+        return None
+    tokens, heads, dim = x.shape
+    out = torch.empty((tokens, heads, dim), dtype=torch.float32)
+    if out.numel():
+        rotary_kernel().function(x.data_ptr(), x.stride(0), x.stride(1), tokens, heads, dim, cos.data_ptr(),
+                                 cos.stride(0), sin.data_ptr(), sin.stride(0), out.data_ptr())
     return out
