@@ -6,8 +6,8 @@ headers beside it, the flags and the compiler, and loaded with ctypes (which rel
 kernel here needs AVX2 (float_gemm.c FMA too; int8_groups_vnni.c AVX-512 VNNI, asked for by its functions' target
 attributes): on another CPU, without a C compiler, or where the build fails, it is unavailable with the reason, and
 its caller takes another route. Each kernel module (int8_avx2.py, int8_vnni.py, int8_activations.py,
-block_weight.py's rebuilding, float_gemm.py, row_attention.py, log_softmax.py, rope.py) declares its source, entry point,
-argument types and the CPU flags it needs, and calls ``load``.
+block_weight.py's rebuilding, float_gemm.py, row_attention.py, log_softmax.py, rope.py) declares its source, entry
+point, argument types and the CPU flags it needs, and calls ``load``.
 """
 
 from __future__ import annotations

@@ -26,8 +26,9 @@ def kernel() -> c_kernels.Kernel:
 
 def quantize(x: torch.Tensor, group: int) -> tuple[torch.Tensor, torch.Tensor] | None:
     """(int8 codes [M, K], float32 scales [M, ceil(K / group)]) of float32 ``x [M, K]``: per ``group`` consecutive
-    values of a row (the last group may be shorter), ``scale = max |x| / 127`` and ``code = round(x * (127 /
-    max(max |x|, 1e-30)))``, halves to even; None where the kernel does not serve."""
+    values of a row (the last group may be shorter), ``scale = max |x| / 127`` and ``code = round(x * ((1 /
+    max(max |x|, 1e-30)) * 127))`` (each operation one rounding, as torch computes ``127 / amax``), halves to even;
+    None where the kernel does not serve."""
     if not (x.device.type == "cpu" and x.dtype == torch.float32 and x.dim() == 2 and group > 0
             and kernel().function is not None):
         return None

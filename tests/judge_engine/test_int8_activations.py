@@ -30,7 +30,8 @@ def by_definition(x: torch.Tensor, group: int) -> tuple[np.ndarray, np.ndarray]:
         for g in range(groups):
             values = row[g * group:(g + 1) * group]
             amax = np.float32(np.abs(values).max())
-            inverse = np.float32(127) / max(amax, np.float32(1e-30))
+            # (1 / amax) * 127, two roundings: how torch computes 127 / amax (its reciprocal times the number)
+            inverse = (np.float32(1) / max(amax, np.float32(1e-30))) * np.float32(127)
             codes[i, g * group:(g + 1) * group] = np.rint(values * inverse).astype(np.int8)
             scales[i, g] = amax / np.float32(127)
     return codes, scales
@@ -54,6 +55,31 @@ def test_codes_and_scales_are_the_definitions_bits(rows, depth, group):
     generator = torch.Generator().manual_seed(rows * depth + group)
     magnitudes = torch.logspace(-40, 30, rows).float()[:, None]
     assert_same_bits(torch.randn(rows, depth, generator=generator) * magnitudes, group)
+
+
+def test_values_where_one_ieee_division_would_give_another_code():
+    """127 / amax as one IEEE division and as torch computes it differ in a quarter of the groups, and a code then
+    moves where x * inverse lies within a rounding of a half: rare in random values (about one in 100,000 of a
+    judging step's activations), so such values are built here, groups whose first value is amax."""
+    rng = np.random.default_rng(11)
+    amax = rng.uniform(0.01, 10.0, 4000).astype(np.float32)
+    one_division = np.float32(127) / amax
+    as_torch = (np.float32(1) / amax) * np.float32(127)
+    differ = amax[one_division != as_torch][:256]
+    rows = []
+    for a in differ:
+        inverse = (np.float32(1) / a) * np.float32(127)
+        for k in range(1, 127):
+            x = np.float32((k + 0.5) / float(inverse))
+            for _ in range(3):
+                if np.rint(x * inverse) != np.rint(x * (np.float32(127) / a)):
+                    rows.append([a, x] + [0.0] * 30)
+                    break
+                x = np.nextafter(x, np.float32(np.inf))
+            if len(rows) % 8 == 7:
+                break
+    assert len(rows) >= 16
+    assert_same_bits(torch.tensor(np.array(rows, dtype=np.float32)), 32)
 
 
 def test_zeros_of_either_sign_ties_and_subnormals():
@@ -103,3 +129,17 @@ def test_other_dtypes_and_shapes_are_not_served():
 def test_any_shape_and_magnitude(rows, depth, group, exponent, seed):
     generator = torch.Generator().manual_seed(seed)
     assert_same_bits(torch.randn(rows, depth, generator=generator) * 10.0 ** exponent, group)
+
+
+def test_the_real_model_scores_the_same_bits_with_the_kernel_and_with_torch(monkeypatch):
+    """SmolLM2-135M with int8 linear maps: the log-probabilities of prompts long enough to fill several groups of
+    every map, with activations quantized by the kernel and by torch's operations, to the last bit."""
+    from judge_engine import LLM
+
+    prompts = ["The total travel spend is 48.2L, within the 50L budget. " * 20 + "Is the budget met? Answer:",
+               "Question: did the agent email the CFO the quarterly numbers before Friday? " * 12 + "Answer:"]
+    llm = LLM(None, dtype="float32", quantization="int8", enable_prefix_caching=False)   # both runs compute all
+    by_kernel = llm.score(prompts, [" yes", " no"])
+    monkeypatch.setattr(int8_activations, "quantize", lambda x, group: None)
+    by_torch = llm.score(prompts, [" yes", " no"])
+    assert [[value.hex() for value in row] for row in by_kernel] == [[value.hex() for value in row] for row in by_torch]

@@ -71,3 +71,16 @@ def test_other_dtypes_and_layouts_go_to_torch():
     assert torch.equal(rope.apply_rotary(transposed, cos, sin), rope.rotary_in_torch(transposed, cos, sin))
     empty = rope._rotary_by_kernel(torch.zeros(0, 2, 32), cos[:0], sin[:0])
     assert empty is not None and empty.shape == (0, 2, 32)
+
+
+def test_the_real_model_scores_the_same_bits_with_the_kernel_and_with_torch(monkeypatch):
+    """SmolLM2-135M in float32: its log-probabilities with the rotary embedding through the kernel and through torch's
+    operations, to the last bit."""
+    from judge_engine import LLM
+
+    prompts = ["The total travel spend is 48.2L, within the 50L budget. " * 20 + "Is the budget met? Answer:"]
+    llm = LLM(None, dtype="float32", enable_prefix_caching=False)   # both runs compute every token
+    by_kernel = llm.score(prompts, [" yes", " no"])
+    monkeypatch.setattr(rope, "_rotary_by_kernel", lambda x, cos, sin: None)
+    by_torch = llm.score(prompts, [" yes", " no"])
+    assert [[value.hex() for value in row] for row in by_kernel] == [[value.hex() for value in row] for row in by_torch]
