@@ -158,13 +158,13 @@ class LLM:
         """Whether attention and log-probabilities run through the engine's own CPU kernels (layers/attention/
         row_attention.py, layers/log_softmax.py: the same bits on every CPU with AVX2 and FMA) rather than torch's
         flash attention and log_softmax, whose exps depend on the CPU's SIMD width."""
+        import torch
+
         from judge_engine.layers.attention import row_attention
         from judge_engine.layers.log_softmax import kernel as log_softmax_kernel
 
-        head_dim = self.engine.spec.head_dim
-        return (self.device == "cpu" and self.dtype == "float32" and row_attention.kernel().function is not None
-                and log_softmax_kernel().function is not None and head_dim % row_attention.HEAD_DIM_QUANTUM == 0
-                and head_dim <= row_attention.MAX_HEAD_DIM)
+        return (self.device == "cpu" and log_softmax_kernel().function is not None
+                and row_attention.serves_calls(getattr(torch, self.dtype), self.engine.spec.head_dim))
 
     @property
     def max_seq_len(self) -> int:

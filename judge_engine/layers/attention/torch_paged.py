@@ -13,8 +13,8 @@ query's computation depends only on its own position ``p`` and the keys, never o
 Each call goes through the engine's own kernel (row_attention.py: every query row by itself, in a fixed order of
 IEEE operations, so the same bits on every CPU with AVX2 and FMA) where it serves the call, else through torch's
 flash attention, whose layout the rest of this paragraph is about. torch's CPU flash-attention kernel cuts each
-(batch, head) slice of queries into blocks of 32 rows when a call has fewer than 192 queries, and multiplies each block by the keys with one matrix product. Every call here has
-a whole number of QUERY_TILE = 32 queries per slice (padded), at most 160, so every block is a full 32-row product:
+(batch, head) slice of queries into blocks of 32 rows when a call has fewer than 192 queries, and multiplies each
+block by the keys with one matrix product. Every call here has a whole number of QUERY_TILE = 32 queries per slice (padded), at most 160, so every block is a full 32-row product:
 a query's scores and weighted values are summed in the same order whatever the other rows of its tile are
 (the premise of judge_engine/layers/row_tiles.py, checked by tests/judge_engine/test_row_tiles.py). Keys
 are read in blocks of at most 512 whose sizes depend only on the number of keys, which the query's position

@@ -6,8 +6,8 @@
  * exp_nonpositive(x), x <= 0 (softmax weights exp(s - max), tanh's exp(-2|y|)): x = n ln2 + r with |r| <= ln2 / 2
  * (ln2 in two parts, Cody and Waite), exp(r) by Cephes' degree-6 polynomial, times 2^n built in the exponent bits;
  * 0 below -87.33 (where 2^n leaves the normal floats), NaN for NaN. Within 2 ulp of exp (measured in the tests).
- * log_of_sum(s), s >= 1 (a sum of exps whose largest is exp(0) = 1): in double, s = m 2^e with m in [sqrt(1/2), sqrt(2)), log m =
- * 2 atanh((m - 1) / (m + 1)) by its series, rounded to float once.
+ * log_of_sum(s), s >= 1 (a sum of exps whose largest is exp(0) = 1): in double, s = m 2^e with m in
+ * [sqrt(1/2), sqrt(2)), log m = 2 atanh((m - 1) / (m + 1)) by its series, rounded to float once.
  */
 #ifndef EXP_LOG_H
 #define EXP_LOG_H
